@@ -1,0 +1,1 @@
+"""Experiments for tff_dprec: CLI, tasks, data, baselines and reports."""

@@ -1,0 +1,381 @@
+"""DP-REC: private, few-bit aggregation of client updates for TFF."""
+
+import collections
+import math
+from typing import Optional
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tff_dprec import accounting
+from tff_dprec import rec
+
+# A message carries a 64-bit seed word; the codec seed is (word, domain tag).
+SEED_BITS = 64
+_SEED_DOMAIN = 0x44505245430001  # "DPREC" + codec version 1.
+# Refuse configurations whose encoder would materialise more than this many
+# candidate log-weights or decoded elements per group (memory budget).
+MAX_GROUP_ELEMENTS = 2**27
+
+
+class DPRecSumFactory(tff.aggregators.UnweightedAggregationFactory):
+  """Sums client updates privately compressed with DP-REC.
+
+  Each client clips its whole update to `l2_clip` in L2 norm, draws a fresh
+  64-bit seed R from its own randomness (independent of its data; the server
+  cannot set it), and encodes each group of the flattened update with REC
+  (`tff_dprec.rec`): K = 2**bits candidates from the prior N(0, s^2 I) with
+  s = `noise_stddev`, one index per group drawn with client-private Gumbel
+  noise. The message (R, index_1..index_M) is the only value that leaves the
+  client: `64 + M * bits` bits. The server regenerates the chosen candidates
+  inside `tff.federated_aggregate`'s accumulate step and sums them.
+
+  Each decoded update is a sample from (approximately) N(clipped update, s^2 I),
+  so its privacy is that of Theorem 1 of Triastcyn et al., "DP-REC: Private &
+  Communication-Efficient Federated Learning" (Algorithms 3 and 4): see
+  `tff_dprec.accounting` and `dp_event()`.
+
+  Client updates containing NaN or Inf are encoded as zero updates (before
+  clipping), so a broken client cannot poison the sum; this is decided on the
+  client and is not reported (it would depend on client data).
+
+  A message whose index is out of range, or of the wrong shape, is rejected by
+  the server (it contributes zero) and counted in `rejected_messages`.
+
+  The process has no state. Measurements (an `OrderedDict`, all computed from
+  the messages only, never from client data):
+    * `upload_bits`: total bits of the messages of the round (int64).
+    * `num_messages`: number of messages received (int32).
+    * `rejected_messages`: number of malformed messages (int32).
+
+  With `l2_clip=None` no clipping happens: compression-only REC, the paper's
+  Appendix D.3 ablation, which has no privacy guarantee.
+  """
+
+  def __init__(self,
+               noise_stddev: float,
+               l2_clip: Optional[float],
+               bits: int = 7,
+               grouping: rec.Grouping = rec.GROUPING_TENSOR,
+               chunk_elements: int = rec.DEFAULT_CHUNK_ELEMENTS):
+    """Initializes the factory.
+
+    Args:
+      noise_stddev: The prior standard deviation s (the paper's sigma), in the
+        units of the update. Positive.
+      l2_clip: The L2 norm C to clip each client's whole update to, or `None`
+        for compression-only REC (no privacy). The privacy guarantee depends on
+        c = l2_clip / noise_stddev.
+      bits: Index bits per group, in [1, 24]; K = 2**bits. Default 7 (the
+        paper's setting).
+      grouping: `'tensor'` (one index per tensor, default), `'network'` (one
+        index for the whole update) or a positive int G (each tensor split
+        into groups of at most G elements).
+      chunk_elements: Number of candidate elements generated at once on the
+        client; bounds client memory.
+
+    Raises:
+      TypeError: If an argument has the wrong type.
+      ValueError: If an argument has an invalid value.
+    """
+    _check_positive(noise_stddev, 'noise_stddev')
+    if l2_clip is not None:
+      _check_positive(l2_clip, 'l2_clip')
+    rec.check_bits(bits)
+    rec.check_grouping(grouping)
+    rec.check_positive_int(chunk_elements, 'chunk_elements')
+    if 2**bits > MAX_GROUP_ELEMENTS:
+      raise ValueError(
+          f'bits={bits} needs 2**{bits} candidate weights per group, more than '
+          f'the memory budget of {MAX_GROUP_ELEMENTS} elements.')
+    if not isinstance(grouping, str) and grouping > MAX_GROUP_ELEMENTS:
+      raise ValueError(
+          f'grouping={grouping!r} exceeds the memory budget of '
+          f'{MAX_GROUP_ELEMENTS} elements per group.')
+    self._noise_stddev = float(noise_stddev)
+    self._l2_clip = None if l2_clip is None else float(l2_clip)
+    self._bits = int(bits)
+    self._grouping = grouping
+    self._chunk_elements = int(chunk_elements)
+
+  @property
+  def noise_stddev(self) -> float:
+    return self._noise_stddev
+
+  @property
+  def l2_clip(self) -> Optional[float]:
+    return self._l2_clip
+
+  @property
+  def bits(self) -> int:
+    return self._bits
+
+  @property
+  def grouping(self) -> rec.Grouping:
+    return self._grouping
+
+  @property
+  def clip_ratio(self) -> Optional[float]:
+    """c = l2_clip / noise_stddev, or `None` in compression-only mode."""
+    if self._l2_clip is None:
+      return None
+    return self._l2_clip / self._noise_stddev
+
+  def num_groups(self, value_type) -> int:
+    """Returns the number of groups (indices per message) for `value_type`."""
+    return len(rec.plan_groups(_flat_sizes(value_type), self._grouping))
+
+  def message_bits(self, value_type) -> int:
+    """Returns the size in bits of one client message for `value_type`."""
+    return SEED_BITS + self._bits * self.num_groups(value_type)
+
+  def dp_event(self, value_type) -> accounting.DpRecEvent:
+    """Returns the `DpRecEvent` of one client's message.
+
+    Raises:
+      ValueError: In compression-only mode (`l2_clip=None`), which is not
+        private.
+    """
+    if self._l2_clip is None:
+      raise ValueError(
+          'Compression-only DP-REC (l2_clip=None) has no privacy guarantee.')
+    return accounting.DpRecEvent(
+        clip_ratio=self.clip_ratio,
+        total_bits=self._bits * self.num_groups(value_type))
+
+  def create(self, value_type) -> tff.templates.AggregationProcess:
+    _check_value_type(value_type)
+    sizes = _flat_sizes(value_type)
+    groups = rec.plan_groups(sizes, self._grouping)
+    for start, end in groups:
+      if end - start > MAX_GROUP_ELEMENTS:
+        raise ValueError(
+            f'A group of {end - start} elements exceeds the memory budget of '
+            f'{MAX_GROUP_ELEMENTS} elements; use grouping=<int>.')
+    num_groups = len(groups)
+    specs = tff.types.type_to_tf_tensor_specs(value_type)
+    dtypes = [s.dtype for s in tf.nest.flatten(specs)]
+    shapes = [s.shape for s in tf.nest.flatten(specs)]
+    message_type = collections.OrderedDict(
+        seed=tff.TensorType(np.int64),
+        indices=tff.TensorType(np.int32, [num_groups]))
+    message_bits = SEED_BITS + self._bits * num_groups
+    noise_stddev, l2_clip, bits = self._noise_stddev, self._l2_clip, self._bits
+    chunk_elements = self._chunk_elements
+
+    @tff.tensorflow.computation(value_type)
+    def client_encode(value):
+      flat = _to_flat_vector(value)
+      flat = _zero_if_not_finite(flat)
+      if l2_clip is not None:
+        flat = _clip_l2(flat, l2_clip)
+      # Fresh randomness drawn on the client, independent of its update.
+      seed_word = tf.random.uniform(
+          [], minval=tf.int64.min, maxval=tf.int64.max, dtype=tf.int64)
+      seed = _codec_seed(seed_word)
+      indices = [
+          rec.encode(flat[start:end], prior_stddev=noise_stddev, bits=bits,
+                     seed=seed, group=g, chunk_elements=chunk_elements)
+          for g, (start, end) in enumerate(groups)
+      ]
+      if not indices:
+        indices_tensor = tf.zeros([0], tf.int32)
+      else:
+        indices_tensor = tf.stack(indices)
+      return collections.OrderedDict(seed=seed_word, indices=indices_tensor)
+
+    accumulator_type = collections.OrderedDict(
+        total=value_type,
+        num_messages=tff.TensorType(np.int32),
+        rejected_messages=tff.TensorType(np.int32))
+
+    @tff.tensorflow.computation
+    def zero():
+      return collections.OrderedDict(
+          total=tf.nest.map_structure(
+              lambda s: tf.zeros(s.shape, s.dtype), specs),
+          num_messages=tf.constant(0, tf.int32),
+          rejected_messages=tf.constant(0, tf.int32))
+
+    @tff.tensorflow.computation(accumulator_type, message_type)
+    def accumulate(acc, message):
+      indices = message['indices']
+      valid = tf.reduce_all(rec.index_in_range(indices, bits))
+      seed = _codec_seed(message['seed'])
+
+      def decoded():
+        flat = _decode_groups(seed, indices, groups, noise_stddev, bits,
+                              sum(sizes))
+        return _from_flat_vector(flat, shapes, dtypes, specs)
+
+      update = tf.cond(
+          valid, decoded,
+          lambda: tf.nest.map_structure(tf.zeros_like, acc['total']))
+      return collections.OrderedDict(
+          total=tf.nest.map_structure(tf.add, acc['total'], update),
+          num_messages=acc['num_messages'] + 1,
+          rejected_messages=acc['rejected_messages'] +
+          tf.cast(tf.logical_not(valid), tf.int32))
+
+    @tff.tensorflow.computation(accumulator_type, accumulator_type)
+    def merge(a, b):
+      return tf.nest.map_structure(tf.add, a, b)
+
+    @tff.tensorflow.computation(accumulator_type)
+    def report(acc):
+      return acc
+
+    @tff.tensorflow.computation(accumulator_type)
+    def measurements_of(acc):
+      return collections.OrderedDict(
+          upload_bits=tf.cast(acc['num_messages'], tf.int64) * message_bits,
+          num_messages=acc['num_messages'],
+          rejected_messages=acc['rejected_messages'])
+
+    @tff.federated_computation()
+    def init_fn():
+      return tff.federated_value((), tff.SERVER)
+
+    @tff.federated_computation(
+        init_fn.type_signature.result,
+        tff.FederatedType(value_type, tff.CLIENTS))
+    def next_fn(state, value):
+      # Client computation: clip, draw a fresh seed, encode.
+      messages = tff.federated_map(client_encode, value)
+      # Inner aggregation: only messages cross to the server.
+      acc = tff.federated_aggregate(messages, zero(), accumulate, merge,
+                                    report)
+      # Server computation.
+      result = acc.total
+      measurements = tff.federated_map(measurements_of, acc)
+      return tff.templates.MeasuredProcessOutput(
+          state=state, result=result, measurements=measurements)
+
+    return tff.templates.AggregationProcess(init_fn, next_fn)
+
+
+def dp_rec_aggregator(
+    noise_stddev: float,
+    l2_clip: Optional[float],
+    bits: int = 7,
+    grouping: rec.Grouping = rec.GROUPING_TENSOR,
+    chunk_elements: int = rec.DEFAULT_CHUNK_ELEMENTS,
+) -> tff.aggregators.UnweightedMeanFactory:
+  """Returns the DP-REC mean, ready for `tff.learning` algorithm builders.
+
+  An unweighted mean (`tff.aggregators.UnweightedMeanFactory`) whose sum is a
+  `DPRecSumFactory`; pass it as `model_aggregator` to
+  `tff.learning.algorithms.build_unweighted_fed_avg`. Arguments as in
+  `DPRecSumFactory`. Measurements are nested under `mean_value`.
+  """
+  return tff.aggregators.UnweightedMeanFactory(
+      value_sum_factory=DPRecSumFactory(
+          noise_stddev=noise_stddev, l2_clip=l2_clip, bits=bits,
+          grouping=grouping, chunk_elements=chunk_elements))
+
+
+def decode_message(seed_word, indices, *, value_type, noise_stddev: float,
+                   bits: int, grouping: rec.Grouping = rec.GROUPING_TENSOR):
+  """Decodes one client message outside TFF (history replay, audits).
+
+  Args:
+    seed_word: The message's int64 seed.
+    indices: The message's int32 indices, one per group.
+    value_type: The TFF type of the aggregated value.
+    noise_stddev: The prior standard deviation of the aggregator.
+    bits: The index bits per group of the aggregator.
+    grouping: The grouping of the aggregator.
+
+  Returns:
+    The decoded update, a structure of tensors matching `value_type`.
+  """
+  sizes = _flat_sizes(value_type)
+  groups = rec.plan_groups(sizes, grouping)
+  specs = tff.types.type_to_tf_tensor_specs(value_type)
+  flat_specs = tf.nest.flatten(specs)
+  flat = _decode_groups(
+      _codec_seed(tf.constant(seed_word, tf.int64)),
+      tf.constant(indices, tf.int32), groups, noise_stddev, bits, sum(sizes))
+  return _from_flat_vector(flat, [s.shape for s in flat_specs],
+                           [s.dtype for s in flat_specs], specs)
+
+
+def _decode_groups(seed, indices, groups, noise_stddev, bits, total):
+  parts = [
+      rec.decode(indices[g], prior_stddev=noise_stddev, bits=bits,
+                 dim=end - start, seed=seed, group=g)
+      for g, (start, end) in enumerate(groups)
+  ]
+  if not parts:
+    return tf.zeros([total], tf.float32)
+  return tf.concat(parts, axis=0)
+
+
+def _codec_seed(seed_word):
+  return tf.stack([seed_word, tf.constant(_SEED_DOMAIN, tf.int64)])
+
+
+def _to_flat_vector(value):
+  parts = [tf.reshape(tf.cast(t, tf.float32), [-1])
+           for t in tf.nest.flatten(value)]
+  if not parts:
+    return tf.zeros([0], tf.float32)
+  return tf.concat(parts, axis=0)
+
+
+def _from_flat_vector(flat, shapes, dtypes, structure):
+  tensors = []
+  offset = 0
+  for shape, dtype in zip(shapes, dtypes):
+    size = int(np.prod(shape.as_list(), dtype=np.int64))
+    tensors.append(tf.cast(tf.reshape(flat[offset:offset + size], shape), dtype))
+    offset += size
+  return tf.nest.pack_sequence_as(structure, tensors)
+
+
+def _zero_if_not_finite(flat):
+  finite = tf.reduce_all(tf.math.is_finite(flat))
+  return tf.where(finite, flat, tf.zeros_like(flat))
+
+
+def _clip_l2(flat, l2_clip):
+  # Norm in float64: float32 squares overflow for enormous updates.
+  norm = tf.norm(tf.cast(flat, tf.float64))
+  factor = tf.minimum(tf.constant(1.0, tf.float64),
+                      l2_clip / tf.maximum(norm, 1e-300))
+  return tf.cast(tf.cast(flat, tf.float64) * factor, tf.float32)
+
+
+def _flat_sizes(value_type):
+  specs = tff.types.type_to_tf_tensor_specs(value_type)
+  return [int(np.prod(s.shape.as_list(), dtype=np.int64))
+          for s in tf.nest.flatten(specs)]
+
+
+def _check_value_type(value_type):
+  if isinstance(value_type, tff.FederatedType) or not (
+      isinstance(value_type, (tff.TensorType, tff.StructType))):
+    raise TypeError(
+        'DPRecSumFactory can aggregate a tensor or a structure of tensors, '
+        f'found {value_type!r}.')
+  specs = tff.types.type_to_tf_tensor_specs(value_type)
+  for spec in tf.nest.flatten(specs):
+    if not isinstance(spec, tf.TensorSpec):
+      raise TypeError(f'Unsupported member type {spec!r} in {value_type!r}.')
+    if not spec.dtype.is_floating:
+      raise TypeError(
+          'DPRecSumFactory aggregates float tensors only, found dtype '
+          f'{spec.dtype.name} in {value_type!r}.')
+    if not spec.shape.is_fully_defined():
+      raise TypeError(
+          f'DPRecSumFactory needs static shapes, found {spec.shape} in '
+          f'{value_type!r}.')
+
+
+def _check_positive(value, name):
+  if isinstance(value, bool) or not isinstance(
+      value, (int, float, np.integer, np.floating)):
+    raise TypeError(f'{name} must be a number, found {value!r}.')
+  if not math.isfinite(value) or value <= 0:
+    raise ValueError(f'{name} must be positive and finite, found {value!r}.')

@@ -1,0 +1,306 @@
+"""Relative entropy coding (REC) of Gaussian samples with shared randomness.
+
+The codec of DP-REC (Triastcyn et al., "DP-REC: Private & Communication-
+Efficient Federated Learning", Algorithms 1-4). A sender holding the mean `v`
+of q = N(v, s^2 I) and a shared seed R draws K = 2**bits candidates from the
+prior p = N(0, s^2 I), weighs candidate k by q(x_k) / p(x_k), i.e. by the
+log-weight <x_k, v> / s^2 (the terms that do not depend on k cancel), and sends
+the index of one candidate drawn from those weights. The receiver regenerates
+candidate k from (R, k) alone.
+
+Wire format (codec version 1). Candidate generation is part of the wire format;
+the golden vectors in `tests/golden/rec_v1.json` pin it:
+
+*   The shared seed is a shape-[2] int64 tensor. Group `g` of a message uses
+    the seed `fold_in(seed, g)` (Philox), from which one Philox draw of two
+    int64 words gives the Philox key (word 0) and the high counter word
+    (word 1).
+*   Candidate `k` of a group of `d` elements is the first `d` values of the
+    standard normals that `StatelessRandomNormalV2` (Philox) produces for that
+    key with counter `(k * ceil(d / 4), high word)`, scaled by the prior
+    standard deviation. Philox yields four normals per counter value, so a
+    block of consecutive candidates is one call over `[C, 4 * ceil(d / 4)]`
+    and a single candidate is one call over `[4 * ceil(d / 4)]` at its own
+    counter: decoding costs the same for every index, whatever K is.
+
+The index is drawn with the Gumbel-max trick from randomness independent of
+the shared seed: fresh, unseeded randomness unless a `selection_seed` is given
+(tests only: a sender that reuses selection seeds loses the privacy argument).
+
+Compression by parts (Theorem 3 of the paper): `plan_groups` splits a list of
+tensor sizes into contiguous groups of the concatenated flat vector, each
+encoded with its own index under the same seed.
+"""
+
+import math
+from typing import Optional, Sequence, Union
+
+import numpy as np
+import tensorflow as tf
+
+CODEC_VERSION = 1
+# The largest supported bit-width per group. 2**24 candidates already take
+# minutes to encode for d ~ 1e6; larger K also overflows int32 indices soon.
+MAX_BITS = 24
+# Default number of candidate elements (K x d) generated at once by `encode`:
+# 2**22 float32 values (16 MiB) per block.
+DEFAULT_CHUNK_ELEMENTS = 2**22
+# Philox yields four 32-bit words, i.e. four normals, per counter increment.
+_PHILOX_OUTPUTS_PER_COUNTER = 4
+_PHILOX_ALG_ID = 1  # `tf.random.Algorithm.PHILOX.value`.
+
+GROUPING_TENSOR = 'tensor'
+GROUPING_NETWORK = 'network'
+Grouping = Union[str, int]
+
+
+def padded_dim(dim: int) -> int:
+  """Returns `dim` rounded up to a multiple of Philox's output block."""
+  return _PHILOX_OUTPUTS_PER_COUNTER * _ceil_div(dim, _PHILOX_OUTPUTS_PER_COUNTER)
+
+
+def candidate_block(
+    seed: tf.Tensor, group: Union[int, tf.Tensor], start: tf.Tensor,
+    count: int, dim: int) -> tf.Tensor:
+  """Returns standard-normal candidates `start .. start + count - 1`.
+
+  Args:
+    seed: The shared seed, a shape-[2] int64 tensor.
+    group: The group index (int32 scalar or Python int).
+    start: The first candidate index (int64 scalar).
+    count: The number of candidates (Python int).
+    dim: The number of elements per candidate (Python int).
+
+  Returns:
+    A float32 tensor of shape `[count, padded_dim(dim)]`; the first `dim`
+    columns of row `i` are candidate `start + i` divided by the prior
+    standard deviation.
+  """
+  key, counter_hi = _group_key(seed, group)
+  stride = padded_dim(dim) // _PHILOX_OUTPUTS_PER_COUNTER
+  counter_lo = tf.cast(start, tf.int64) * stride
+  counter = tf.bitcast(tf.stack([counter_lo, counter_hi]), tf.uint64)
+  return tf.raw_ops.StatelessRandomNormalV2(
+      shape=tf.constant([count, padded_dim(dim)], tf.int32),
+      key=key,
+      counter=counter,
+      alg=tf.constant(_PHILOX_ALG_ID, tf.int32),
+      dtype=tf.float32)
+
+
+def encode(value: tf.Tensor,
+           *,
+           prior_stddev: float,
+           bits: int,
+           seed: tf.Tensor,
+           selection_seed: Optional[tf.Tensor] = None,
+           group: Union[int, tf.Tensor] = 0,
+           chunk_elements: int = DEFAULT_CHUNK_ELEMENTS) -> tf.Tensor:
+  """Encodes a sample of N(value, prior_stddev^2 I) as a candidate index.
+
+  Memory is O(chunk_elements + 2**bits): candidates are generated in blocks of
+  at most `max(chunk_elements, padded_dim)` elements, never as a K x d matrix.
+
+  Args:
+    value: A float32 vector of static length d, the mean of q (already
+      clipped by the caller).
+    prior_stddev: The standard deviation s of the prior and of q; positive.
+    bits: Index bit-width b; K = 2**b candidates. 1 <= b <= `MAX_BITS`.
+    seed: The shared seed, shape [2] int64. The caller must draw it from
+      randomness independent of `value`.
+    selection_seed: Optional shape-[2] int64 seed for the Gumbel noise that
+      selects the index. `None` (the default, and the only private choice)
+      draws fresh randomness on every call.
+    group: The group index of this vector inside a message.
+    chunk_elements: Approximate number of candidate elements per block.
+
+  Returns:
+    An int32 scalar in [0, 2**bits).
+
+  Raises:
+    ValueError: For invalid `bits`, `prior_stddev`, `chunk_elements` or a
+      `value` without static length.
+  """
+  check_bits(bits)
+  _check_positive_float(prior_stddev, 'prior_stddev')
+  check_positive_int(chunk_elements, 'chunk_elements')
+  value = tf.convert_to_tensor(value, tf.float32)
+  if value.shape.rank != 1 or value.shape[0] is None:
+    raise ValueError(
+        f'value must be a vector of static length, found shape {value.shape}.')
+  dim = int(value.shape[0])
+  num_candidates = 2**bits
+  pdim = padded_dim(dim)
+  block = _block_size(num_candidates, pdim, chunk_elements)
+  num_blocks = num_candidates // block
+  # log q(x)/p(x) = <x, v>/s^2 + const; with x = s * z: <z, v>/s.
+  scaled_value = tf.pad(value / prior_stddev, [[0, pdim - dim]])
+  scaled_value = tf.reshape(scaled_value, [pdim, 1])
+  seed = tf.convert_to_tensor(seed, tf.int64)
+
+  def block_log_weights(i):
+    start = tf.cast(i, tf.int64) * block
+    z = candidate_block(seed, group, start, block, dim)
+    return tf.reshape(tf.matmul(z, scaled_value), [block])
+
+  if num_blocks == 1:
+    log_weights = block_log_weights(0)
+  else:
+    log_weights = tf.map_fn(
+        block_log_weights,
+        tf.range(num_blocks),
+        fn_output_signature=tf.TensorSpec([block], tf.float32),
+        parallel_iterations=1)
+    log_weights = tf.reshape(log_weights, [num_candidates])
+  return gumbel_max(log_weights, selection_seed)
+
+
+def decode(index: tf.Tensor,
+           *,
+           prior_stddev: float,
+           bits: int,
+           dim: int,
+           seed: tf.Tensor,
+           group: Union[int, tf.Tensor] = 0) -> tf.Tensor:
+  """Returns candidate `index` of the shared seed as a float32 vector.
+
+  Bit-identical to the candidate that `encode` weighed for the same seed and
+  group; costs one candidate's generation whatever `bits` is.
+
+  Args:
+    index: Integer scalar in [0, 2**bits). Not range-checked here (see
+      `index_in_range`).
+    prior_stddev: The prior standard deviation used by the encoder.
+    bits: The index bit-width used by the encoder.
+    dim: The vector length (Python int).
+    seed: The shared seed, shape [2] int64.
+    group: The group index.
+
+  Returns:
+    A float32 tensor of shape [dim].
+  """
+  check_bits(bits)
+  _check_positive_float(prior_stddev, 'prior_stddev')
+  check_positive_int(dim, 'dim')
+  z = candidate_block(
+      tf.convert_to_tensor(seed, tf.int64), group,
+      tf.cast(index, tf.int64), 1, dim)
+  return tf.reshape(z, [-1])[:dim] * prior_stddev
+
+
+def gumbel_max(log_weights: tf.Tensor,
+               selection_seed: Optional[tf.Tensor] = None) -> tf.Tensor:
+  """Samples an index with probability softmax(log_weights) (Gumbel-max)."""
+  shape = tf.shape(log_weights)
+  minval = np.finfo(np.float32).tiny
+  if selection_seed is None:
+    u = tf.random.uniform(shape, minval=minval, maxval=1.0, dtype=tf.float32)
+  else:
+    u = tf.random.stateless_uniform(
+        shape, seed=tf.convert_to_tensor(selection_seed, tf.int64),
+        minval=minval, maxval=1.0, dtype=tf.float32, alg='philox')
+  gumbel = -tf.math.log(-tf.math.log(u))
+  return tf.cast(tf.argmax(log_weights + gumbel), tf.int32)
+
+
+def index_in_range(index: tf.Tensor, bits: int) -> tf.Tensor:
+  """Returns a bool tensor: whether each index is in [0, 2**bits)."""
+  index = tf.convert_to_tensor(index)
+  return tf.logical_and(
+      index >= 0, tf.cast(index, tf.int64) < tf.constant(2**bits, tf.int64))
+
+
+def plan_groups(sizes: Sequence[int], grouping: Grouping) -> list[tuple[int, int]]:
+  """Splits a flat vector made of tensors of `sizes` into groups.
+
+  Args:
+    sizes: Number of elements of each tensor, in flattening order.
+    grouping: `'tensor'` (one group per non-empty tensor), `'network'` (one
+      group for everything) or a positive int G (each tensor split into
+      `ceil(n / G)` contiguous groups of nearly equal size, none larger than
+      G; the paper's SO-LR setting is G = 10**6).
+
+  Returns:
+    A list of `(start, end)` ranges of the concatenated flat vector.
+
+  Raises:
+    TypeError: If `grouping` is neither a str nor an int.
+    ValueError: If `grouping` is an unknown string or a non-positive int.
+  """
+  check_grouping(grouping)
+  groups = []
+  offset = 0
+  total = int(sum(sizes))
+  if grouping == GROUPING_NETWORK:
+    return [(0, total)] if total > 0 else []
+  for size in sizes:
+    size = int(size)
+    if size == 0:
+      continue
+    if grouping == GROUPING_TENSOR:
+      parts = 1
+    else:
+      parts = _ceil_div(size, grouping)
+    bounds = [offset + (size * j) // parts for j in range(parts + 1)]
+    groups.extend(zip(bounds[:-1], bounds[1:]))
+    offset += size
+  return groups
+
+
+def check_grouping(grouping: Grouping) -> None:
+  """Raises TypeError / ValueError if `grouping` is not a valid grouping."""
+  if isinstance(grouping, bool) or not isinstance(
+      grouping, (str, int, np.integer)):
+    raise TypeError(
+        "grouping must be 'tensor', 'network' or a positive int, found "
+        f'{grouping!r}.')
+  if isinstance(grouping, str):
+    if grouping not in (GROUPING_TENSOR, GROUPING_NETWORK):
+      raise ValueError(
+          "grouping must be 'tensor', 'network' or a positive int, found "
+          f'{grouping!r}.')
+  elif grouping <= 0:
+    raise ValueError(f'grouping must be a positive int, found {grouping!r}.')
+
+
+def _group_key(seed, group):
+  group_seed = tf.random.experimental.stateless_fold_in(
+      seed, tf.cast(group, tf.int32), alg='philox')
+  words = tf.random.stateless_uniform(
+      [2], seed=group_seed, minval=None, maxval=None, dtype=tf.int64,
+      alg='philox')
+  key = tf.bitcast(words[:1], tf.uint64)
+  return key, words[1]
+
+
+def _block_size(num_candidates: int, pdim: int, chunk_elements: int) -> int:
+  per_block = max(1, chunk_elements // pdim)
+  # Largest power of two <= per_block, so that it divides K = 2**bits.
+  block = 2**int(math.floor(math.log2(per_block)))
+  return min(block, num_candidates)
+
+
+def _ceil_div(a: int, b: int) -> int:
+  return -(-a // b)
+
+
+def check_bits(bits):
+  if isinstance(bits, bool) or not isinstance(bits, (int, np.integer)):
+    raise TypeError(f'bits must be an int, found {bits!r}.')
+  if not 1 <= bits <= MAX_BITS:
+    raise ValueError(f'bits must be in [1, {MAX_BITS}], found {bits!r}.')
+
+
+def _check_positive_float(value, name):
+  if isinstance(value, bool) or not isinstance(
+      value, (int, float, np.integer, np.floating)):
+    raise TypeError(f'{name} must be a number, found {value!r}.')
+  if not math.isfinite(value) or value <= 0:
+    raise ValueError(f'{name} must be positive and finite, found {value!r}.')
+
+
+def check_positive_int(value, name):
+  if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+    raise TypeError(f'{name} must be an int, found {value!r}.')
+  if value <= 0:
+    raise ValueError(f'{name} must be positive, found {value!r}.')
