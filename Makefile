@@ -1,0 +1,29 @@
+# One-command setup, main job and tests. The virtual environment lives in .venv.
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: setup run test bench clean
+
+setup: $(STAMP)
+
+# TFF 0.87.0 pins jax==0.4.14, which the registry cannot provide: install its
+# pinned dependencies from requirements.txt, then TFF itself with --no-deps.
+$(STAMP): requirements.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps tensorflow-federated==0.87.0
+	touch $(STAMP)
+
+run: setup
+	$(PY) -m experiments.run --task=stackoverflow_lr
+
+test: setup
+	timeout 3000 $(PY) -m pytest -q tests
+
+bench: setup
+	$(PY) -m experiments.bench codec
+
+clean:
+	rm -rf $(VENV) output
