@@ -130,6 +130,15 @@ class DPRecSumFactory(tff.aggregators.UnweightedAggregationFactory):
     """Returns the size in bits of one client message for `value_type`."""
     return SEED_BITS + self._bits * self.num_groups(value_type)
 
+  def _checked_groups(self, value_type):
+    groups = rec.plan_groups(_flat_sizes(value_type), self._grouping)
+    for start, end in groups:
+      if end - start > MAX_GROUP_ELEMENTS:
+        raise ValueError(
+            f'A group of {end - start} elements exceeds the memory budget of '
+            f'{MAX_GROUP_ELEMENTS} elements; use grouping=<int>.')
+    return groups
+
   def dp_event(self, value_type) -> accounting.DpRecEvent:
     """Returns the `DpRecEvent` of one client's message.
 
@@ -144,23 +153,20 @@ class DPRecSumFactory(tff.aggregators.UnweightedAggregationFactory):
         clip_ratio=self.clip_ratio,
         total_bits=self._bits * self.num_groups(value_type))
 
-  def create(self, value_type) -> tff.templates.AggregationProcess:
-    _check_value_type(value_type)
-    sizes = _flat_sizes(value_type)
-    groups = rec.plan_groups(sizes, self._grouping)
-    for start, end in groups:
-      if end - start > MAX_GROUP_ELEMENTS:
-        raise ValueError(
-            f'A group of {end - start} elements exceeds the memory budget of '
-            f'{MAX_GROUP_ELEMENTS} elements; use grouping=<int>.')
-    num_groups = len(groups)
-    specs = tff.types.type_to_tf_tensor_specs(value_type)
-    dtypes = [s.dtype for s in tf.nest.flatten(specs)]
-    shapes = [s.shape for s in tf.nest.flatten(specs)]
-    message_type = collections.OrderedDict(
+  def message_type(self, value_type) -> tff.StructWithPythonType:
+    """The TFF type of one client message: int64 seed and int32 indices."""
+    return tff.to_type(collections.OrderedDict(
         seed=tff.TensorType(np.int64),
-        indices=tff.TensorType(np.int32, [num_groups]))
-    message_bits = SEED_BITS + self._bits * num_groups
+        indices=tff.TensorType(np.int32, [self.num_groups(value_type)])))
+
+  def client_encoder(self, value_type) -> tff.Computation:
+    """The client's TF computation: update -> message (clip, seed, encode).
+
+    The seed is drawn inside the computation from fresh randomness; the
+    computation has no parameter through which it could be set.
+    """
+    _check_value_type(value_type)
+    groups = self._checked_groups(value_type)
     noise_stddev, l2_clip, bits = self._noise_stddev, self._l2_clip, self._bits
     chunk_elements = self._chunk_elements
 
@@ -184,6 +190,21 @@ class DPRecSumFactory(tff.aggregators.UnweightedAggregationFactory):
       else:
         indices_tensor = tf.stack(indices)
       return collections.OrderedDict(seed=seed_word, indices=indices_tensor)
+
+    return client_encode
+
+  def create(self, value_type) -> tff.templates.AggregationProcess:
+    _check_value_type(value_type)
+    sizes = _flat_sizes(value_type)
+    groups = self._checked_groups(value_type)
+    num_groups = len(groups)
+    specs = tff.types.type_to_tf_tensor_specs(value_type)
+    dtypes = [s.dtype for s in tf.nest.flatten(specs)]
+    shapes = [s.shape for s in tf.nest.flatten(specs)]
+    message_type = self.message_type(value_type)
+    message_bits = SEED_BITS + self._bits * num_groups
+    noise_stddev, bits = self._noise_stddev, self._bits
+    client_encode = self.client_encoder(value_type)
 
     accumulator_type = collections.OrderedDict(
         total=value_type,
