@@ -1,0 +1,292 @@
+"""Tests for tff_dprec.aggregators.dp_rec."""
+
+import collections
+import math
+
+from absl.testing import parameterized
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tff_dprec import accounting
+from tff_dprec import rec
+from tff_dprec.aggregators import dp_rec
+
+_STRUCT = tff.to_type(
+    collections.OrderedDict(
+        a=tff.TensorType(np.float32, [3]),
+        b=tff.TensorType(np.float32, [2, 2])))
+_VECTOR = tff.TensorType(np.float32, [4])
+_CLIENTS_TO_SERVER = frozenset([
+    'federated_aggregate', 'federated_sum', 'federated_mean',
+    'federated_weighted_mean', 'federated_secure_sum',
+    'federated_secure_sum_bitwidth', 'federated_secure_modular_sum',
+    'federated_collect', 'federated_select'
+])
+
+
+def _tensor_dtypes(value_type):
+  if isinstance(value_type, tff.TensorType):
+    return [np.dtype(value_type.dtype)]
+  return [d for t in value_type for d in _tensor_dtypes(t)]
+
+
+def _clients_to_server_value_types(computation):
+  """Types of all values that intrinsics move from CLIENTS to SERVER."""
+  found = []
+
+  def visit(comp):
+    if isinstance(comp, tff.framework.Intrinsic):
+      if comp.uri in _CLIENTS_TO_SERVER:
+        parameter = comp.type_signature.parameter
+        value_type = (parameter[0] if isinstance(parameter, tff.StructType)
+                      else parameter)
+        found.append((comp.uri, value_type))
+    return comp, False
+
+  tff.framework.transform_postorder(computation.to_building_block(), visit)
+  return found
+
+
+class ConstructionTest(tf.test.TestCase, parameterized.TestCase):
+
+  @parameterized.named_parameters(
+      ('stddev_zero', dict(noise_stddev=0.0), ValueError, 'noise_stddev'),
+      ('stddev_negative', dict(noise_stddev=-1.0), ValueError,
+       'noise_stddev'),
+      ('stddev_nan', dict(noise_stddev=float('nan')), ValueError,
+       'noise_stddev'),
+      ('stddev_str', dict(noise_stddev='0.1'), TypeError, 'noise_stddev'),
+      ('stddev_bool', dict(noise_stddev=True), TypeError, 'noise_stddev'),
+      ('clip_zero', dict(l2_clip=0.0), ValueError, 'l2_clip'),
+      ('clip_inf', dict(l2_clip=float('inf')), ValueError, 'l2_clip'),
+      ('bits_zero', dict(bits=0), ValueError, 'bits'),
+      ('bits_too_many', dict(bits=25), ValueError, 'bits'),
+      ('bits_float', dict(bits=7.5), TypeError, 'bits'),
+      ('grouping_unknown', dict(grouping='layer'), ValueError, 'grouping'),
+      ('grouping_zero', dict(grouping=0), ValueError, 'grouping'),
+      ('grouping_huge', dict(grouping=2**30), ValueError, 'grouping'),
+      ('chunk_zero', dict(chunk_elements=0), ValueError, 'chunk_elements'),
+  )
+  def test_rejects(self, override, error, name):
+    kwargs = dict(noise_stddev=0.1, l2_clip=1.0, bits=7)
+    kwargs.update(override)
+    with self.assertRaisesRegex(error, name):
+      dp_rec.DPRecSumFactory(**kwargs)
+
+  def test_error_shows_value(self):
+    with self.assertRaisesRegex(ValueError, r'-2\.5'):
+      dp_rec.DPRecSumFactory(noise_stddev=-2.5, l2_clip=1.0)
+
+  def test_accepts_numpy_scalars(self):
+    factory = dp_rec.DPRecSumFactory(
+        noise_stddev=np.float32(0.1), l2_clip=np.float64(1.0), bits=np.int64(5))
+    self.assertEqual(factory.bits, 5)
+
+  @parameterized.named_parameters(
+      ('int', tff.TensorType(np.int32, [3])),
+      ('mixed', tff.to_type([tff.TensorType(np.float32, [2]),
+                             tff.TensorType(np.int64, [2])])),
+      ('federated', tff.FederatedType(_VECTOR, tff.CLIENTS)),
+      ('sequence', tff.SequenceType(_VECTOR)),
+  )
+  def test_create_rejects_value_type(self, value_type):
+    factory = dp_rec.DPRecSumFactory(noise_stddev=0.1, l2_clip=1.0)
+    with self.assertRaises(TypeError):
+      factory.create(value_type)
+
+  def test_create_rejects_group_over_memory_budget(self):
+    big = tff.TensorType(np.float32, [2**27 + 1])
+    factory = dp_rec.DPRecSumFactory(noise_stddev=0.1, l2_clip=1.0,
+                                     grouping='network')
+    with self.assertRaisesRegex(ValueError, 'memory budget'):
+      factory.create(big)
+
+  def test_type_signatures(self):
+    process = dp_rec.DPRecSumFactory(noise_stddev=0.1, l2_clip=1.0,
+                                     bits=6).create(_STRUCT)
+    tff.test.assert_types_equivalent(
+        process.initialize.type_signature,
+        tff.FunctionType(None, tff.FederatedType((), tff.SERVER)))
+    measurements = collections.OrderedDict(
+        upload_bits=np.int64, num_messages=np.int32,
+        rejected_messages=np.int32)
+    tff.test.assert_types_equivalent(
+        process.next.type_signature,
+        tff.FunctionType(
+            collections.OrderedDict(
+                state=tff.FederatedType((), tff.SERVER),
+                value=tff.FederatedType(_STRUCT, tff.CLIENTS)),
+            tff.templates.MeasuredProcessOutput(
+                state=tff.FederatedType((), tff.SERVER),
+                result=tff.FederatedType(_STRUCT, tff.SERVER),
+                measurements=tff.FederatedType(measurements, tff.SERVER))))
+
+  def test_only_integer_messages_cross_to_the_server(self):
+    process = dp_rec.DPRecSumFactory(noise_stddev=0.1, l2_clip=1.0,
+                                     bits=6).create(_STRUCT)
+    moved = _clients_to_server_value_types(process.next)
+    self.assertLen(moved, 1)
+    uri, value_type = moved[0]
+    self.assertEqual(uri, 'federated_aggregate')
+    self.assertEqual(value_type.placement, tff.CLIENTS)
+    self.assertEqual(_tensor_dtypes(value_type.member),
+                     [np.dtype(np.int64), np.dtype(np.int32)])
+
+  def test_mean_factory_moves_only_integers(self):
+    process = dp_rec.dp_rec_aggregator(0.1, 1.0, bits=6).create(_STRUCT)
+    moved = _clients_to_server_value_types(process.next)
+    self.assertNotEmpty(moved)
+    for _, value_type in moved:
+      for dtype in _tensor_dtypes(value_type.member):
+        self.assertTrue(np.issubdtype(dtype, np.integer), msg=str(value_type))
+
+  def test_message_size_and_dp_event(self):
+    factory = dp_rec.DPRecSumFactory(noise_stddev=0.05, l2_clip=0.06, bits=8,
+                                     grouping=10**6)
+    model = tff.to_type([tff.TensorType(np.float32, [10000, 500]),
+                         tff.TensorType(np.float32, [500])])
+    self.assertEqual(factory.num_groups(model), 6)
+    self.assertEqual(factory.message_bits(model), 64 + 48)
+    event = factory.dp_event(model)
+    self.assertEqual(event, accounting.DpRecEvent(clip_ratio=1.2,
+                                                  total_bits=48))
+
+  def test_compression_only_has_no_dp_event(self):
+    factory = dp_rec.DPRecSumFactory(noise_stddev=0.05, l2_clip=None)
+    self.assertIsNone(factory.clip_ratio)
+    with self.assertRaisesRegex(ValueError, 'no privacy'):
+      factory.dp_event(_VECTOR)
+
+
+class ClientEncoderTest(tf.test.TestCase):
+
+  def test_identical_updates_give_different_seeds_and_indices(self):
+    encoder = dp_rec.DPRecSumFactory(noise_stddev=1.0, l2_clip=1.0,
+                                     bits=10).client_encoder(_VECTOR)
+    update = np.array([0.1, 0.2, 0.3, 0.4], np.float32)
+    messages = [encoder(update) for _ in range(6)]
+    seeds = {int(m['seed']) for m in messages}
+    self.assertLen(seeds, 6)  # 64-bit seeds: a collision is ~2^-60.
+    indices = [int(m['indices'][0]) for m in messages]
+    # 6 equal indices out of 1024 (near uniform at this c): ~1e-15.
+    self.assertGreater(len(set(indices)), 1)
+
+  def test_encoder_takes_only_the_update(self):
+    encoder = dp_rec.DPRecSumFactory(noise_stddev=1.0,
+                                     l2_clip=1.0).client_encoder(_STRUCT)
+    tff.test.assert_types_equivalent(encoder.type_signature.parameter,
+                                     _STRUCT)
+
+  def test_decode_message_lays_groups_out_in_flattening_order(self):
+    factory = dp_rec.DPRecSumFactory(noise_stddev=0.2, l2_clip=1.0, bits=5)
+    message = factory.client_encoder(_STRUCT)(
+        collections.OrderedDict(a=np.ones(3, np.float32),
+                                b=np.zeros((2, 2), np.float32)))
+    decoded = dp_rec.decode_message(
+        message['seed'], message['indices'], value_type=_STRUCT,
+        noise_stddev=0.2, bits=5)
+    seed = dp_rec._codec_seed(tf.constant(message['seed'], tf.int64))  # pylint: disable=protected-access
+    expected_a = rec.decode(message['indices'][0], prior_stddev=0.2, bits=5,
+                            dim=3, seed=seed, group=0)
+    expected_b = rec.decode(message['indices'][1], prior_stddev=0.2, bits=5,
+                            dim=4, seed=seed, group=1)
+    self.assertAllEqual(decoded['a'], expected_a)
+    self.assertAllEqual(decoded['b'], tf.reshape(expected_b, [2, 2]))
+
+
+class ExecutionTest(tf.test.TestCase):
+
+  def test_measurements(self):
+    process = dp_rec.DPRecSumFactory(noise_stddev=0.1, l2_clip=1.0,
+                                     bits=6).create(_STRUCT)
+    values = [
+        collections.OrderedDict(a=np.ones(3, np.float32) * i,
+                                b=np.ones((2, 2), np.float32))
+        for i in range(3)
+    ]
+    output = process.next(process.initialize(), values)
+    self.assertEqual(
+        output.measurements,
+        collections.OrderedDict(upload_bits=3 * (64 + 2 * 6), num_messages=3,
+                                rejected_messages=0))
+    self.assertEqual(output.result['b'].shape, (2, 2))
+
+  def test_mean_over_rounds_approaches_mean_of_clipped_updates(self):
+    s, clip, rounds = 0.5, 1.0, 40
+    process = dp_rec.dp_rec_aggregator(s, clip, bits=8,
+                                       grouping='network').create(_VECTOR)
+    values = [
+        np.array([3.0, 0.0, 0.0, 0.0], np.float32),  # clipped to [1, 0, 0, 0]
+        np.array([0.0, 0.6, 0.0, 0.0], np.float32),
+        np.array([0.0, 0.0, -0.8, 0.0], np.float32),
+        np.array([0.0, 0.0, 0.0, 0.0], np.float32),
+    ]
+    expected = np.mean([v * min(1.0, clip / max(np.linalg.norm(v), 1e-12))
+                        for v in values], axis=0)
+    state = process.initialize()
+    results = []
+    for _ in range(rounds):
+      output = process.next(state, values)
+      state = output.state
+      results.append(output.result)
+    mean = np.mean(results, axis=0)
+    # Each decoded update ~ N(clipped, s^2) (c = 2, KL = 2 nats << 8 bits), so
+    # the mean of 160 samples has standard error s/sqrt(160) ~ 0.04. Five
+    # standard errors: by chance ~1e-6 per coordinate, plus a 0.05 allowance
+    # for the importance-sampling bias at K = 256.
+    tol = 5 * s / math.sqrt(rounds * len(values)) + 0.05
+    self.assertAllClose(mean, expected, atol=tol)
+    # The unclipped mean would put 0.75 in the first coordinate.
+    self.assertLess(mean[0], 0.75 - tol)
+
+  def test_non_finite_update_is_encoded_as_zero(self):
+    s = 0.05
+    process = dp_rec.DPRecSumFactory(noise_stddev=s, l2_clip=1.0,
+                                     bits=6).create(_VECTOR)
+    bad = [np.array([np.nan, 1.0, 1.0, 1.0], np.float32),
+           np.array([np.inf, 0.0, 0.0, 0.0], np.float32),
+           np.array([1e38, 1e38, 1e38, 1e38], np.float32)]
+    total = process.next(process.initialize(), bad).result
+    self.assertTrue(np.all(np.isfinite(total)))
+    # The NaN and Inf clients contribute zero-mean candidates (|x| < 6 s each
+    # with probability 1 - 2e-9); the huge client is clipped to norm 1.
+    self.assertLess(np.linalg.norm(total), 1.0 + 3 * 6 * s * 2)
+
+  def test_compression_only_fed_avg_lowers_training_loss(self):
+    rng = np.random.default_rng(0)
+    w_true = rng.normal(size=(5, 1)).astype(np.float32)
+
+    def client_data(seed):
+      r = np.random.default_rng(seed)
+      x = r.normal(size=(64, 5)).astype(np.float32)
+      y = x @ w_true + 0.01 * r.normal(size=(64, 1)).astype(np.float32)
+      return tf.data.Dataset.from_tensor_slices((x, y)).batch(16)
+
+    data = [client_data(i) for i in range(4)]
+
+    def model_fn():
+      keras_model = tf.keras.Sequential(
+          [tf.keras.layers.Dense(1, input_shape=(5,),
+                                 kernel_initializer='zeros')])
+      return tff.learning.models.from_keras_model(
+          keras_model, input_spec=data[0].element_spec,
+          loss=tf.keras.losses.MeanSquaredError())
+
+    process = tff.learning.algorithms.build_unweighted_fed_avg(
+        model_fn,
+        client_optimizer_fn=tff.learning.optimizers.build_sgdm(0.05),
+        server_optimizer_fn=tff.learning.optimizers.build_sgdm(1.0),
+        model_aggregator=dp_rec.dp_rec_aggregator(0.02, None, bits=7))
+    state = process.initialize()
+    losses = []
+    for _ in range(12):
+      output = process.next(state, data)
+      state = output.state
+      losses.append(
+          output.metrics['client_work']['train']['loss'])
+    self.assertLess(losses[-1], 0.3 * losses[0])
+
+
+if __name__ == '__main__':
+  tf.test.main()
