@@ -1,0 +1,128 @@
+"""Trains a federated task with DP-REC and baselines at one privacy budget.
+
+  python -m experiments.run --task=stackoverflow_lr
+
+runs DP-REC, DDGauss (16 bits) and DP-FedAvg calibrated to epsilon = 1 at
+delta = N^-1.1 on the embedded StackOverflow data (or the real data when it is
+in --data_dir), and writes per-round metrics, summary.json, table.md and two
+plots to --output_dir.
+"""
+
+import math
+import os
+import sys
+
+from absl import app
+from absl import flags
+# Imported before absl parses flags: Keras models built after a late
+# TensorFlow import under `app.run` fail to build (empty inbound nodes).
+import tensorflow as tf  # pylint: disable=unused-import
+
+_TASK = flags.DEFINE_string(
+    'task', 'stackoverflow_lr',
+    'stackoverflow_lr, emnist, shakespeare, mnist or digits.')
+_AGGREGATORS = flags.DEFINE_list(
+    'aggregators', ['dp_rec', 'ddgauss16', 'dp_fedavg'],
+    'Comma-separated: dp_rec, rec, dp_fedavg, ddgauss16, ddgauss12, fedavg.')
+_ROUNDS = flags.DEFINE_integer('rounds', None, 'Rounds (task default).')
+_CLIENTS_PER_ROUND = flags.DEFINE_integer('clients_per_round', None,
+                                          'Clients per round (task default).')
+_BITS = flags.DEFINE_integer('bits', None, 'DP-REC index bits per group.')
+_GROUPING = flags.DEFINE_string(
+    'grouping', None, "DP-REC grouping: 'tensor', 'network' or an int.")
+_NOISE_STDDEV = flags.DEFINE_float('noise_stddev', None,
+                                   'DP-REC prior stddev (task default).')
+_L2_CLIP = flags.DEFINE_float('l2_clip', None,
+                              'DP-FedAvg / DDGauss clip (task default).')
+_TARGET_EPSILON = flags.DEFINE_float('target_epsilon', 1.0,
+                                     'Privacy budget after all rounds.')
+_DELTA = flags.DEFINE_float('delta', None, 'Delta (default N^-1.1).')
+_SEED = flags.DEFINE_integer('seed', 0, 'Seed for client sampling.')
+_DATA_DIR = flags.DEFINE_string(
+    'data_dir', os.path.join('data_cache'),
+    'Dataset directory (real data files, or where embedded data is cached).')
+_OUTPUT_DIR = flags.DEFINE_string('output_dir', 'output',
+                                  'Results directory (per task subfolder).')
+_EVAL_EVERY = flags.DEFINE_integer('eval_every', None,
+                                   'Evaluate every N rounds (task default).')
+_EVAL_EXAMPLES = flags.DEFINE_integer(
+    'eval_examples', 2000, 'Test examples for intermediate evaluations; the '
+    'final evaluation uses the whole test set.')
+_CLIENT_LR = flags.DEFINE_float('client_lr', None, 'Client SGD learning rate.')
+_SERVER_LR = flags.DEFINE_float('server_lr', None, 'Server learning rate.')
+_PROGRESS = flags.DEFINE_bool('progress', True, 'Show a progress bar.')
+
+
+def validate_flags():
+  """Raises app.UsageError with a clear message for bad flags."""
+  from experiments import baselines  # pylint: disable=g-import-not-at-top
+  from experiments import tasks  # pylint: disable=g-import-not-at-top
+  if _TASK.value not in tasks.TASKS:
+    raise app.UsageError(
+        f'--task={_TASK.value!r} is unknown; choose one of {tasks.TASKS}.')
+  for name in _AGGREGATORS.value:
+    if name not in baselines.AGGREGATORS:
+      raise app.UsageError(f'--aggregators: unknown {name!r}; choose from '
+                           f'{baselines.AGGREGATORS}.')
+  if not _AGGREGATORS.value:
+    raise app.UsageError('--aggregators is empty.')
+  if _BITS.value is not None and not 1 <= _BITS.value <= 24:
+    raise app.UsageError(f'--bits must be in [1, 24], found {_BITS.value}.')
+  if _TARGET_EPSILON.value is None or not (
+      _TARGET_EPSILON.value > 0 and math.isfinite(_TARGET_EPSILON.value)):
+    raise app.UsageError(
+        f'--target_epsilon must be positive, found {_TARGET_EPSILON.value}.')
+  if _DELTA.value is not None and not 0 < _DELTA.value < 1:
+    raise app.UsageError(f'--delta must be in (0, 1), found {_DELTA.value}.')
+  for flag in (_ROUNDS, _CLIENTS_PER_ROUND, _EVAL_EVERY, _EVAL_EXAMPLES):
+    if flag.value is not None and flag.value < 1:
+      raise app.UsageError(f'--{flag.name} must be >= 1, found {flag.value}.')
+  for flag in (_NOISE_STDDEV, _L2_CLIP, _CLIENT_LR, _SERVER_LR):
+    if flag.value is not None and not flag.value > 0:
+      raise app.UsageError(f'--{flag.name} must be positive, found '
+                           f'{flag.value}.')
+  if _GROUPING.value is not None:
+    grouping = parse_grouping(_GROUPING.value)
+    if isinstance(grouping, int) and grouping < 1:
+      raise app.UsageError(f'--grouping must be positive, found {grouping}.')
+
+
+def parse_grouping(text):
+  if text in ('tensor', 'network'):
+    return text
+  try:
+    return int(text)
+  except ValueError:
+    raise app.UsageError(  # pylint: disable=raise-missing-from
+        f"--grouping must be 'tensor', 'network' or an int, found {text!r}.")
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
+  validate_flags()
+  from experiments import worker_reaper  # pylint: disable=g-import-not-at-top
+  worker_reaper.install()
+  from experiments import training  # pylint: disable=g-import-not-at-top
+  from experiments import tasks  # pylint: disable=g-import-not-at-top
+  try:
+    summary = training.run_experiment(
+        task_name=_TASK.value, aggregators=_AGGREGATORS.value,
+        data_dir=_DATA_DIR.value, output_dir=_OUTPUT_DIR.value,
+        rounds=_ROUNDS.value, clients_per_round=_CLIENTS_PER_ROUND.value,
+        bits=_BITS.value,
+        grouping=None if _GROUPING.value is None else parse_grouping(
+            _GROUPING.value),
+        noise_stddev=_NOISE_STDDEV.value, l2_clip=_L2_CLIP.value,
+        target_epsilon=_TARGET_EPSILON.value, delta=_DELTA.value,
+        seed=_SEED.value, eval_every=_EVAL_EVERY.value,
+        eval_examples=_EVAL_EXAMPLES.value, client_lr=_CLIENT_LR.value,
+        server_lr=_SERVER_LR.value, progress=_PROGRESS.value)
+  except tasks.MissingDataError as e:
+    print(f'error: {e}', file=sys.stderr)
+    sys.exit(2)
+  del summary
+
+
+if __name__ == '__main__':
+  app.run(main)

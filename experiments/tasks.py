@@ -1,0 +1,390 @@
+"""Federated tasks for the experiments, built on `tff.simulation.baselines`."""
+
+import collections
+import dataclasses
+import os
+from typing import Any, Callable, Optional
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+# `create_tag_prediction_task_from_datasets` is not exported by TFF 0.87 (the
+# public `create_tag_prediction_task` downloads the vocabularies), so it is
+# imported from its module, here only.
+from tensorflow_federated.python.simulation.baselines.stackoverflow import tag_prediction_tasks
+
+from experiments import stackoverflow_data
+
+TASKS = ('stackoverflow_lr', 'emnist', 'shakespeare', 'mnist', 'digits')
+
+
+class MissingDataError(FileNotFoundError):
+  """The real dataset of a task is not in the data directory."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Defaults:
+  """Per-task defaults (the DP-REC paper's Appendix C, scaled where needed)."""
+  rounds: int
+  clients_per_round: int
+  client_lr: float
+  server_lr: float
+  server_momentum: float
+  batch_size: int
+  bits: int
+  grouping: Any
+  noise_stddev: float  # DP-REC prior stddev sigma.
+  l2_clip: float  # DP-FedAvg and DDGauss clip.
+  server_optimizer: str = 'sgdm'  # or 'adam'
+  eval_every: int = 10
+
+
+@dataclasses.dataclass
+class Task:
+  """A federated task ready for a training loop."""
+  name: str
+  baseline: tff.simulation.baselines.BaselineTask
+  metric: str  # key in the evaluation metrics
+  metric_label: str
+  data_source: str  # 'real' or 'embedded'
+  data_note: str
+  defaults: Defaults
+
+  @property
+  def train_client_ids(self) -> list[str]:
+    return list(self.baseline.datasets.train_data.client_ids)
+
+  @property
+  def population(self) -> int:
+    return len(self.train_client_ids)
+
+  def client_dataset(self, client_id: str) -> tf.data.Dataset:
+    datasets = self.baseline.datasets
+    data = datasets.train_data.create_tf_dataset_for_client(client_id)
+    if datasets.train_preprocess_fn is not None:
+      data = datasets.train_preprocess_fn(data)
+    return data
+
+
+# Appendix C of the DP-REC paper. SO-LR: client SGD 10^2.5, server SGD
+# 10^-0.25 with momentum 0.9, batch 100, sigma 0.05, DP-FedAvg clip 0.05; the
+# embedded data is 1/10 the model and 1/85 the population, so rounds and
+# clients per round are scaled down and the kernel is split into 5 groups
+# as in the paper (10^4 elements per group instead of 10^6), 8 bits each.
+_DEFAULTS = {
+    'stackoverflow_lr': Defaults(
+        rounds=80, clients_per_round=40, client_lr=10**2.5,
+        server_lr=10**-0.25, server_momentum=0.9, batch_size=100, bits=8,
+        grouping=10000, noise_stddev=0.05, l2_clip=0.05, eval_every=10),
+    'emnist': Defaults(
+        rounds=1500, clients_per_round=100, client_lr=0.05, server_lr=1.0,
+        server_momentum=0.0, batch_size=20, bits=7, grouping='tensor',
+        noise_stddev=0.03, l2_clip=0.1, eval_every=50),
+    'shakespeare': Defaults(
+        rounds=200, clients_per_round=66, client_lr=1.0, server_lr=1.0,
+        server_momentum=0.0, batch_size=10, bits=7, grouping='tensor',
+        noise_stddev=0.1, l2_clip=0.3, eval_every=20),
+    'mnist': Defaults(
+        rounds=1000, clients_per_round=10, client_lr=0.01, server_lr=2e-3,
+        server_momentum=0.0, batch_size=20, bits=7, grouping='tensor',
+        noise_stddev=0.005, l2_clip=0.01, server_optimizer='adam',
+        eval_every=50),
+    # Small real-data task that always runs: sklearn's 8x8 digits.
+    'digits': Defaults(
+        rounds=60, clients_per_round=10, client_lr=0.05, server_lr=1.0,
+        server_momentum=0.0, batch_size=20, bits=7, grouping='tensor',
+        noise_stddev=0.02, l2_clip=0.5, eval_every=10),
+}
+
+# Sizes of the embedded StackOverflow task (vocabulary and tags kept).
+EMBEDDED_WORD_VOCAB = 1000
+EMBEDDED_TAG_VOCAB = 50
+REAL_WORD_VOCAB = 10000
+REAL_TAG_VOCAB = 500
+
+
+def defaults(task_name: str) -> Defaults:
+  _check_task(task_name)
+  return _DEFAULTS[task_name]
+
+
+def create_task(task_name: str,
+                data_dir: str,
+                *,
+                batch_size: Optional[int] = None,
+                seed: int = 0,
+                embedded_config: Optional[dict] = None) -> Task:
+  """Builds `task_name` from `data_dir` (see each builder for the files).
+
+  Raises:
+    ValueError: For an unknown task.
+    MissingDataError: When a real dataset is required and missing.
+  """
+  _check_task(task_name)
+  task_defaults = _DEFAULTS[task_name]
+  batch = batch_size or task_defaults.batch_size
+  builder = {
+      'stackoverflow_lr': _stackoverflow_lr,
+      'emnist': _emnist,
+      'shakespeare': _shakespeare,
+      'mnist': _mnist,
+      'digits': _digits,
+  }[task_name]
+  kwargs = dict(embedded_config=embedded_config) if (
+      task_name == 'stackoverflow_lr') else {}
+  baseline, metric, label, source, note = builder(data_dir, batch, seed,
+                                                  **kwargs)
+  return Task(task_name, baseline, metric, label, source, note, task_defaults)
+
+
+def evaluate(task: Task, model_weights, max_examples: Optional[int] = None
+            ) -> dict[str, float]:
+  """Centralized evaluation of `model_weights` on the task's test data.
+
+  Returns the task's metric (`task.metric`), the mean loss and the number of
+  examples. Metrics are computed here from the model's predictions: TFF's Keras
+  metric finalizers create variables inside a `tf.function` and cannot be
+  called twice in one process.
+  """
+  # A fresh model each time: TFF traces models in tf.compat.v1 graphs, which
+  # invalidates Keras models built before.
+  model = task.baseline.model_fn()
+  model_weights.assign_weights_to(model)
+  eval_step = tf.function(lambda batch: model.forward_pass(batch,
+                                                           training=False))
+  data = task.baseline.datasets.get_centralized_test_data()
+  if max_examples is not None:
+    data = data.unbatch().take(max_examples).batch(256)
+  if task.metric == 'recall_at_5':
+    metric = tf.keras.metrics.Recall(top_k=5)
+  else:
+    metric = tf.keras.metrics.SparseCategoricalAccuracy()
+  loss_sum, count = 0.0, 0
+  for batch in data:
+    output = eval_step(batch)
+    num = int(output.num_examples)
+    loss = float(output.loss)
+    # TFF's SO-LR model sums the loss over the batch; the others average.
+    loss_sum += loss if task.name == 'stackoverflow_lr' else loss * num
+    count += num
+    metric.update_state(batch[1], output.predictions)
+  return {task.metric: float(metric.result()),
+          'loss': loss_sum / max(count, 1), 'num_examples': count}
+
+
+def _stackoverflow_lr(data_dir, batch, seed, embedded_config=None):
+  del seed
+  sqlite = os.path.join(data_dir, stackoverflow_data.SQLITE_NAME)
+  if os.path.exists(sqlite) and not stackoverflow_data.is_embedded(data_dir):
+    source = 'real'
+    word_vocab_size, tag_vocab_size = REAL_WORD_VOCAB, REAL_TAG_VOCAB
+    note = f'Real StackOverflow data from {sqlite}.'
+  else:
+    source = 'embedded'
+    stackoverflow_data.generate(data_dir, embedded_config)
+    word_vocab_size, tag_vocab_size = EMBEDDED_WORD_VOCAB, EMBEDDED_TAG_VOCAB
+    note = (
+        'Embedded synthetic StackOverflow data (generated in TFF\'s format). '
+        'To use the real dataset, place TFF\'s stackoverflow.sqlite and the '
+        'extracted stackoverflow.word_count and stackoverflow.tag_count in '
+        f'--data_dir (now {data_dir}; the counts may sit in its datasets/ '
+        'subfolder, as TFF caches them).')
+  word_vocab = list(_read_word_counts(data_dir))[:word_vocab_size]
+  tag_vocab = list(_read_tag_counts(data_dir))[:tag_vocab_size]
+  train, heldout, test = tff.simulation.datasets.stackoverflow.load_data(
+      cache_dir=data_dir)
+  baseline = tag_prediction_tasks.create_tag_prediction_task_from_datasets(
+      train_client_spec=tff.simulation.baselines.ClientSpec(
+          num_epochs=1, batch_size=batch, max_elements=1000),
+      eval_client_spec=tff.simulation.baselines.ClientSpec(
+          num_epochs=1, batch_size=256, shuffle_buffer_size=1),
+      word_vocab=word_vocab, tag_vocab=tag_vocab, train_data=train,
+      test_data=test, validation_data=heldout)
+  return baseline, 'recall_at_5', 'recall@5', source, note
+
+
+def _read_word_counts(data_dir):
+  path = _find(data_dir, stackoverflow_data.WORD_COUNT_NAME)
+  counts = collections.OrderedDict()
+  with open(path) as f:
+    for line in f:
+      word, count = line.split()
+      counts[word] = int(count)
+  return counts
+
+
+def _read_tag_counts(data_dir):
+  import json  # pylint: disable=g-import-not-at-top
+  with open(_find(data_dir, stackoverflow_data.TAG_COUNT_NAME)) as f:
+    counts = json.load(f)
+  return collections.OrderedDict(
+      sorted(counts.items(), key=lambda item: item[1], reverse=True))
+
+
+def _find(data_dir, name):
+  for path in (os.path.join(data_dir, 'datasets', name),
+               os.path.join(data_dir, name)):
+    if os.path.exists(path):
+      return path
+  raise MissingDataError(
+      f'{name} not found in {data_dir} or {data_dir}/datasets: place TFF\'s '
+      f'extracted {name} there to use the real StackOverflow data.')
+
+
+def _require(path, what, how):
+  if not os.path.exists(path):
+    raise MissingDataError(
+        f'The {what} task needs {os.path.basename(path)} at {path}; {how}')
+
+
+def _emnist(data_dir, batch, seed):
+  del seed
+  _require(os.path.join(data_dir, 'emnist_all.sqlite'), 'emnist',
+           'place TFF\'s emnist_all.sqlite (decompressed from '
+           'emnist_all.sqlite.lzma) in --data_dir.')
+  baseline = tff.simulation.baselines.emnist.create_character_recognition_task(
+      tff.simulation.baselines.ClientSpec(num_epochs=1, batch_size=batch),
+      model_id='cnn', only_digits=False, cache_dir=data_dir)
+  return baseline, 'accuracy', 'accuracy', 'real', (
+      f'TFF FEMNIST from {data_dir}/emnist_all.sqlite.')
+
+
+def _shakespeare(data_dir, batch, seed):
+  del seed
+  _require(os.path.join(data_dir, 'shakespeare.sqlite'), 'shakespeare',
+           'place TFF\'s shakespeare.sqlite (decompressed from '
+           'shakespeare.sqlite.lzma) in --data_dir.')
+  baseline = (
+      tff.simulation.baselines.shakespeare.create_character_prediction_task(
+          tff.simulation.baselines.ClientSpec(num_epochs=1, batch_size=batch),
+          sequence_length=80, cache_dir=data_dir))
+  return baseline, 'accuracy', 'accuracy', 'real', (
+      f'TFF Shakespeare from {data_dir} (accuracy over all positions).')
+
+
+def _mnist(data_dir, batch, seed):
+  path = os.path.join(data_dir, 'mnist.npz')
+  _require(path, 'mnist', 'place Keras\' mnist.npz (x_train, y_train, '
+           'x_test, y_test) in --data_dir.')
+  with np.load(path) as f:
+    x_train, y_train = f['x_train'][:50000], f['y_train'][:50000]
+    x_test, y_test = f['x_test'], f['y_test']
+  x_train = (x_train.astype(np.float32) / 255.0)[..., None]
+  x_test = (x_test.astype(np.float32) / 255.0)[..., None]
+  baseline = _dirichlet_image_task(x_train, y_train.astype(np.int32), x_test,
+                                   y_test.astype(np.int32), 100, 1.0, batch,
+                                   seed, _lenet5)
+  return baseline, 'accuracy', 'accuracy', 'real', (
+      f'MNIST from {path}, 100 Dirichlet(1.0) clients.')
+
+
+def _digits(data_dir, batch, seed):
+  del data_dir
+  from sklearn import datasets as sk_datasets  # pylint: disable=g-import-not-at-top
+  digits = sk_datasets.load_digits()
+  x = (digits.images.astype(np.float32) / 16.0)[..., None]
+  y = digits.target.astype(np.int32)
+  order = np.random.default_rng(1234).permutation(len(y))
+  test, train = order[:360], order[360:]
+  baseline = _dirichlet_image_task(x[train], y[train], x[test], y[test], 100,
+                                   1.0, batch, seed, _small_cnn)
+  return baseline, 'accuracy', 'accuracy', 'real', (
+      'scikit-learn\'s 8x8 handwritten digits (shipped with the package), '
+      '100 Dirichlet(1.0) clients.')
+
+
+def dirichlet_split(labels: np.ndarray, num_clients: int, alpha: float,
+                    seed: int) -> list[np.ndarray]:
+  """Splits example indices over clients with Dirichlet label proportions.
+
+  Hsu et al. 2019: each client draws class proportions from Dir(alpha); each
+  class's examples are dealt to clients in proportion. Every client gets at
+  least one example.
+  """
+  rng = np.random.default_rng(seed)
+  classes = np.unique(labels)
+  proportions = rng.dirichlet(np.full(len(classes), alpha), size=num_clients)
+  shares = [[] for _ in range(num_clients)]
+  for k, c in enumerate(classes):
+    idx = rng.permutation(np.flatnonzero(labels == c))
+    weights = proportions[:, k] / proportions[:, k].sum()
+    cuts = (np.cumsum(weights) * len(idx)).astype(int)[:-1]
+    for client, part in enumerate(np.split(idx, cuts)):
+      shares[client].extend(part.tolist())
+  for client in range(num_clients):
+    if not shares[client]:
+      donor = int(np.argmax([len(s) for s in shares]))
+      shares[client].append(shares[donor].pop())
+  return [np.array(sorted(s)) for s in shares]
+
+
+def _dirichlet_image_task(x_train, y_train, x_test, y_test, num_clients,
+                          alpha, batch, seed, model_builder):
+  parts = dirichlet_split(y_train, num_clients, alpha, seed)
+  client_arrays = {
+      f'client_{i:03d}': collections.OrderedDict(x=x_train[p], y=y_train[p])
+      for i, p in enumerate(parts)
+  }
+  train = tff.simulation.datasets.TestClientData(client_arrays)
+  test = tf.data.Dataset.from_tensor_slices(
+      collections.OrderedDict(x=x_test, y=y_test))
+
+  def train_preprocess(ds):
+    return ds.shuffle(1000, seed=seed).batch(batch).map(
+        lambda e: (e['x'], e['y']))
+
+  def eval_preprocess(ds):
+    return ds.batch(256).map(lambda e: (e['x'], e['y']))
+
+  datasets = tff.simulation.baselines.BaselineTaskDatasets(
+      train_data=train, test_data=test, validation_data=None,
+      train_preprocess_fn=train_preprocess,
+      eval_preprocess_fn=eval_preprocess)
+  input_shape = x_train.shape[1:]
+  num_classes = int(max(y_train.max(), y_test.max())) + 1
+
+  def model_fn():
+    return tff.learning.models.from_keras_model(
+        model_builder(input_shape, num_classes),
+        loss=tf.keras.losses.SparseCategoricalCrossentropy(),
+        input_spec=datasets.element_type_structure,
+        metrics=[tf.keras.metrics.SparseCategoricalAccuracy()])
+
+  return tff.simulation.baselines.BaselineTask(datasets, model_fn)
+
+
+def _lenet5(input_shape, num_classes):
+  layers = tf.keras.layers
+  return tf.keras.Sequential([
+      layers.Conv2D(6, 5, padding='same', activation='relu',
+                    input_shape=input_shape),
+      layers.MaxPooling2D(2),
+      layers.Conv2D(16, 5, activation='relu'),
+      layers.MaxPooling2D(2),
+      layers.Flatten(),
+      layers.Dense(120, activation='relu'),
+      layers.Dense(84, activation='relu'),
+      layers.Dense(num_classes, activation='softmax'),
+  ])
+
+
+def _small_cnn(input_shape, num_classes):
+  layers = tf.keras.layers
+  return tf.keras.Sequential([
+      layers.Conv2D(16, 3, padding='same', activation='relu',
+                    input_shape=input_shape),
+      layers.MaxPooling2D(2),
+      layers.Conv2D(32, 3, padding='same', activation='relu'),
+      layers.MaxPooling2D(2),
+      layers.Flatten(),
+      layers.Dense(64, activation='relu'),
+      layers.Dense(num_classes, activation='softmax'),
+  ])
+
+
+def _check_task(task_name):
+  if task_name not in TASKS:
+    raise ValueError(f'Unknown task {task_name!r}; choose one of {TASKS}.')
+
+
+ModelFn = Callable[[], tff.learning.models.VariableModel]

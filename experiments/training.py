@@ -1,0 +1,232 @@
+"""The federated training loop shared by `experiments.run` and the tests."""
+
+import asyncio
+import os
+import time
+from typing import Optional, Sequence
+
+import numpy as np
+import tensorflow_federated as tff
+
+from experiments import baselines
+from experiments import report
+from experiments import tasks as tasks_lib
+
+
+def allow_oversize_protos():
+  """DDGauss's computation exceeds protobuf's default nesting limit."""
+  try:
+    from google._upb import _message  # pylint: disable=g-import-not-at-top
+    _message.SetAllowOversizeProtos(True)
+  except ImportError:  # Other protobuf backends have no such limit switch.
+    pass
+
+
+def build_process(task: tasks_lib.Task, aggregator_plan, client_lr: float,
+                  server_lr: float):
+  d = task.defaults
+  if d.server_optimizer == 'adam':
+    server_optimizer = tff.learning.optimizers.build_adam(server_lr)
+  else:
+    server_optimizer = tff.learning.optimizers.build_sgdm(
+        server_lr, momentum=d.server_momentum or None)
+  return tff.learning.algorithms.build_unweighted_fed_avg(
+      task.baseline.model_fn,
+      client_optimizer_fn=tff.learning.optimizers.build_sgdm(client_lr),
+      server_optimizer_fn=server_optimizer,
+      model_aggregator=aggregator_plan.factory)
+
+
+def run_experiment(*, task_name: str, aggregators: Sequence[str],
+                   data_dir: str, output_dir: str,
+                   rounds: Optional[int] = None,
+                   clients_per_round: Optional[int] = None,
+                   bits: Optional[int] = None, grouping=None,
+                   noise_stddev: Optional[float] = None,
+                   l2_clip: Optional[float] = None,
+                   target_epsilon: float = 1.0, delta: Optional[float] = None,
+                   seed: int = 0, eval_every: Optional[int] = None,
+                   eval_examples: int = 2000,
+                   client_lr: Optional[float] = None,
+                   server_lr: Optional[float] = None, progress: bool = True,
+                   embedded_config: Optional[dict] = None,
+                   print_fn=print) -> list[dict]:
+  """Trains `task_name` once per aggregator; writes and returns the summary."""
+  start = time.time()
+  task = tasks_lib.create_task(task_name, data_dir,
+                               embedded_config=embedded_config)
+  d = task.defaults
+  rounds = rounds or d.rounds
+  clients_per_round = clients_per_round or d.clients_per_round
+  bits = bits or d.bits
+  grouping = grouping if grouping is not None else d.grouping
+  noise_stddev = noise_stddev or d.noise_stddev
+  l2_clip = l2_clip or d.l2_clip
+  eval_every = eval_every or d.eval_every
+  client_lr = client_lr or d.client_lr
+  server_lr = server_lr or d.server_lr
+  population = task.population
+  if clients_per_round > population:
+    raise ValueError(f'clients_per_round={clients_per_round} exceeds the '
+                     f'population of {population} training clients.')
+  delta = delta if delta is not None else population**-1.1
+  task_dir = os.path.join(output_dir, task_name)
+  os.makedirs(task_dir, exist_ok=True)
+  print_fn(f'[{task_name}] data: {task.data_source}. {task.data_note}')
+  print_fn(f'[{task_name}] N={population} clients, {clients_per_round} per '
+           f'round, {rounds} rounds, target epsilon={target_epsilon} at '
+           f'delta={delta:.3g}.')
+  if any(a.startswith('ddgauss') for a in aggregators):
+    allow_oversize_protos()
+  value_type = tff.learning.models.weights_type_from_model(
+      task.baseline.model_fn).trainable
+
+  records, curves = [], {}
+  for name in aggregators:
+    aggregator_plan = baselines.plan(
+        name, value_type=value_type, population=population,
+        clients_per_round=clients_per_round, rounds=rounds,
+        target_epsilon=target_epsilon, delta=delta, bits=bits,
+        grouping=grouping, noise_stddev=noise_stddev, l2_clip=l2_clip)
+    print_fn(f'[{task_name}/{name}] parameters: {aggregator_plan.params}')
+    record, curve = _train_one(task, aggregator_plan, rounds=rounds,
+                               clients_per_round=clients_per_round,
+                               target_epsilon=target_epsilon, delta=delta,
+                               seed=seed, eval_every=eval_every,
+                               eval_examples=eval_examples,
+                               client_lr=client_lr, server_lr=server_lr,
+                               task_dir=task_dir, progress=progress,
+                               print_fn=print_fn)
+    records.append(record)
+    curves[name] = curve
+    report.write_summary(task_dir, records)
+  report.write_summary(task_dir, records)
+  report.write_table(task_dir, records)
+  report.write_plots(task_dir, records, curves)
+  print_fn('')
+  print_fn(report.markdown_table(records))
+  print_fn(f'Data: {task.data_source}. {task.data_note}')
+  print_fn(f'Results in {task_dir} (summary.json, table.md, plots, per-round '
+           f'metrics.csv); wall time {time.time() - start:.0f} s.')
+  return records
+
+
+def _train_one(task, aggregator_plan, *, rounds, clients_per_round,
+               target_epsilon, delta, seed, eval_every, eval_examples,
+               client_lr, server_lr, task_dir, progress, print_fn):
+  name = aggregator_plan.name
+  if aggregator_plan.needs_test_context:
+    # TFF runs DDGauss's secure sum only in the test execution context.
+    tff.backends.test.set_sync_test_cpp_execution_context()
+  else:
+    tff.backends.native.set_sync_local_cpp_execution_context()
+  process = build_process(task, aggregator_plan, client_lr, server_lr)
+  state = process.initialize()
+  agg_dir = os.path.join(task_dir, name)
+  os.makedirs(agg_dir, exist_ok=True)
+  metrics_path = os.path.join(agg_dir, 'metrics.csv')
+  if os.path.exists(metrics_path):
+    os.remove(metrics_path)
+  release_manager = tff.program.CSVFileReleaseManager(
+      file_path=metrics_path, save_mode=tff.program.CSVSaveMode.WRITE,
+      key_fieldname='round')
+  rng = np.random.default_rng(seed)
+  client_ids = np.array(task.train_client_ids)
+  curve = [(0.0 if aggregator_plan.private else None, None)]
+  upload_total = download_total = 0
+  epsilon = 0.0 if aggregator_plan.private else None
+  stopped = None
+  round_times = []
+  last_metric = None
+  iterator = range(1, rounds + 1)
+  bar = None
+  if progress:
+    from tqdm import auto as tqdm  # pylint: disable=g-import-not-at-top
+    bar = tqdm.tqdm(iterator, desc=f'{task.name}/{name}', leave=True)
+    iterator = bar
+  completed = 0
+  for round_num in iterator:
+    if aggregator_plan.private:
+      next_epsilon = aggregator_plan.epsilon_after(round_num)
+      if next_epsilon > target_epsilon * (1 + 1e-9):
+        stopped = (f'stopped before round {round_num}: epsilon would reach '
+                   f'{next_epsilon:.4f} > {target_epsilon}')
+        break
+    ids = rng.choice(client_ids, size=clients_per_round,
+                     replace=aggregator_plan.sample_with_replacement)
+    data = [task.client_dataset(i) for i in ids]
+    t0 = time.time()
+    output = process.next(state, data)
+    round_times.append(time.time() - t0)
+    state = output.state
+    completed = round_num
+    if aggregator_plan.private:
+      # Counted once the round's messages exist (never under-counted).
+      epsilon = next_epsilon
+    upload = aggregator_plan.upload_bits_per_client * clients_per_round
+    download = aggregator_plan.download_bits_per_client * clients_per_round
+    upload_total += upload
+    download_total += download
+    train = output.metrics['client_work']['train']
+    row = dict(train_loss=float(train['loss']), epsilon=epsilon or 0.0,
+               upload_bits=upload, download_bits=download,
+               seconds=round_times[-1])
+    measured = output.metrics.get('aggregator', {}).get('mean_value', {})
+    if 'upload_bits' in measured:
+      # DP-REC reports the bits of the messages it received.
+      row['upload_bits'] = int(measured['upload_bits'])
+    if round_num % eval_every == 0 and round_num != rounds:
+      weights = process.get_model_weights(state)
+      last_metric = tasks_lib.evaluate(task, weights,
+                                       max_examples=eval_examples)[task.metric]
+      row[task.metric] = last_metric
+      curve.append((epsilon, last_metric))
+    asyncio.run(release_manager.release(row, key=round_num))
+    if bar is not None:
+      postfix = dict(loss=f"{row['train_loss']:.4f}")
+      if last_metric is not None:
+        postfix[task.metric_label] = f'{last_metric:.4f}'
+      if epsilon is not None:
+        postfix['eps'] = f'{epsilon:.3f}'
+      postfix['up_bits'] = row['upload_bits']
+      bar.set_postfix(postfix)
+  if bar is not None:
+    bar.close()
+  if stopped:
+    print_fn(f'[{task.name}/{name}] {stopped}')
+  weights = process.get_model_weights(state)
+  final = tasks_lib.evaluate(task, weights)
+  final_metric = final[task.metric]
+  curve.append((epsilon, final_metric))
+  record = dict(
+      task=task.name, aggregator=name, data_source=task.data_source,
+      metric=task.metric, metric_label=task.metric_label,
+      final_metric=final_metric, final_metrics=final,
+      epsilon=epsilon, delta=delta, target_epsilon=target_epsilon,
+      rounds=completed, clients_per_round=clients_per_round,
+      population=task.population,
+      sampling='with replacement' if aggregator_plan.sample_with_replacement
+      else 'without replacement within a round',
+      params=_jsonable(aggregator_plan.params),
+      upload_bits_per_client_round=aggregator_plan.upload_bits_per_client,
+      download_bits_per_client_round=aggregator_plan.download_bits_per_client,
+      upload_bits_total=upload_total, download_bits_total=download_total,
+      upload_gb=upload_total / report.GIGABYTE_BITS,
+      download_gb=download_total / report.GIGABYTE_BITS,
+      seconds_per_round=float(np.mean(round_times)) if round_times else 0.0,
+      stopped=stopped)
+  print_fn(f'[{task.name}/{name}] final {task.metric_label}='
+           f'{final_metric:.4f} epsilon={epsilon} rounds={completed} '
+           f'{record["seconds_per_round"]:.2f} s/round')
+  return record, curve
+
+
+def _jsonable(params):
+  out = {}
+  for key, value in params.items():
+    if isinstance(value, (np.integer,)):
+      value = int(value)
+    elif isinstance(value, (np.floating,)):
+      value = float(value)
+    out[key] = value
+  return out
