@@ -66,16 +66,21 @@ class Task:
     return data
 
 
-# Appendix C of the DP-REC paper. SO-LR: client SGD 10^2.5, server SGD
-# 10^-0.25 with momentum 0.9, batch 100, sigma 0.05, DP-FedAvg clip 0.05; the
-# embedded data is 1/10 the model and 1/85 the population, so rounds and
-# clients per round are scaled down and the kernel is split into 5 groups
-# as in the paper (10^4 elements per group instead of 10^6), 8 bits each.
+# Appendix C of the DP-REC paper, scaled for the embedded SO-LR data (1/10 of
+# the model: 1000 words x 50 tags; 4000 clients). TFF's SO-LR model sums its
+# loss over the batch; with the paper's client SGD 10^2.5 and server SGD
+# momentum the biases diverge on this data (predictions saturate), so the
+# embedded task uses client SGD 1.0 and a server Adam (FedAdam, Reddi et al.
+# 2020), which reaches ~96% recall@5 without privacy. The kernel is split into
+# 5 groups as in the paper (10^4 instead of 10^6 elements each), 7 bits each
+# (42 bits: the overhead term stays ~1% of delta = N^-1.1 here). Clip 0.5 is
+# near the median client update norm at initialisation (0.67).
 _DEFAULTS = {
     'stackoverflow_lr': Defaults(
-        rounds=80, clients_per_round=40, client_lr=10**2.5,
-        server_lr=10**-0.25, server_momentum=0.9, batch_size=100, bits=8,
-        grouping=10000, noise_stddev=0.05, l2_clip=0.05, eval_every=10),
+        rounds=60, clients_per_round=40, client_lr=1.0, server_lr=0.03,
+        server_momentum=0.0, batch_size=100, bits=7, grouping=10000,
+        noise_stddev=0.4, l2_clip=0.5, server_optimizer='adam',
+        eval_every=10),
     'emnist': Defaults(
         rounds=1500, clients_per_round=100, client_lr=0.05, server_lr=1.0,
         server_momentum=0.0, batch_size=20, bits=7, grouping='tensor',
@@ -170,6 +175,21 @@ def evaluate(task: Task, model_weights, max_examples: Optional[int] = None
     metric.update_state(batch[1], output.predictions)
   return {task.metric: float(metric.result()),
           'loss': loss_sum / max(count, 1), 'num_examples': count}
+
+
+def frequent_tags_recall_at_5(task: Task) -> float:
+  """Recall@5 of always predicting the 5 most frequent tags (SO-LR only).
+
+  The tag vocabulary is ordered by training frequency, so these are tags 0-4.
+  """
+  if task.name != 'stackoverflow_lr':
+    raise ValueError(f'Only for stackoverflow_lr, found {task.name!r}.')
+  metric = tf.keras.metrics.Recall(top_k=5)
+  for _, y in task.baseline.datasets.get_centralized_test_data():
+    num_tags = int(y.shape[-1])
+    scores = tf.concat([tf.ones([5]), tf.zeros([num_tags - 5])], axis=0)
+    metric.update_state(y, tf.tile(scores[None], [tf.shape(y)[0], 1]))
+  return float(metric.result())
 
 
 def _stackoverflow_lr(data_dir, batch, seed, embedded_config=None):

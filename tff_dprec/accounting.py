@@ -358,8 +358,10 @@ def dp_fedavg_epsilon(*, noise_multiplier: float, population: int,
   _check_rounds(rounds)
   _check_delta(delta)
   orders = np.asarray(orders, np.float64)
-  rdp = rounds * rdp_privacy_accountant._compute_rdp_poisson_subsampled_gaussian(  # pylint: disable=protected-access
-      q, noise_multiplier, orders)
+  # Clamped at 0: dp_accounting's series can round to -1e-12 for huge noise.
+  rdp = rounds * np.maximum(
+      rdp_privacy_accountant._compute_rdp_poisson_subsampled_gaussian(  # pylint: disable=protected-access
+          q, noise_multiplier, orders), 0.0)
   return _rdp_to_epsilon(orders, rdp, delta, conversion)
 
 
@@ -548,9 +550,9 @@ def _dp_rec_forward_rdp(q, c, orders):
     return np.zeros_like(orders)
   if q >= 1.0:
     return orders * c * c / 2.0
-  return np.asarray(
+  return np.maximum(np.asarray(
       rdp_privacy_accountant._compute_rdp_poisson_subsampled_gaussian(  # pylint: disable=protected-access
-          q, 1.0 / c, orders), dtype=np.float64)
+          q, 1.0 / c, orders), dtype=np.float64), 0.0)
 
 
 def _reverse_rdp_numerical(q, c, orders):

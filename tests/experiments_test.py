@@ -1,0 +1,197 @@
+"""End-to-end tests of the experiments: data, tasks, aggregators, CLI."""
+
+import csv
+import json
+import os
+import subprocess
+import sys
+
+from absl.testing import parameterized
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from experiments import baselines
+from experiments import stackoverflow_data
+from experiments import tasks
+from experiments import training
+
+_TINY = dict(seed=3, train_clients=40, heldout_clients=5, test_clients=15,
+             num_words=300, num_tags=30, num_topics=6, mean_examples=12.0,
+             std_examples=30.0, max_examples=200)
+_REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class StackOverflowDataTest(tf.test.TestCase):
+
+  def test_round_trips_through_tff_loader(self):
+    data_dir = self.create_tempdir().full_path
+    stamp = stackoverflow_data.generate(data_dir, _TINY)
+    train, heldout, test = tff.simulation.datasets.stackoverflow.load_data(
+        cache_dir=data_dir)
+    self.assertLen(train.client_ids, 40)
+    self.assertLen(heldout.client_ids, 5)
+    self.assertLen(test.client_ids, 15)
+    num_examples = sum(
+        int(train.create_tf_dataset_for_client(c).reduce(0, lambda n, _: n + 1))
+        for c in train.client_ids)
+    self.assertEqual(num_examples, stamp['stats']['train_examples'])
+    example = next(iter(train.create_tf_dataset_for_client(
+        train.client_ids[0])))
+    self.assertCountEqual(
+        example.keys(),
+        ['creation_date', 'score', 'tags', 'title', 'tokens', 'type'])
+    tags = example['tags'].numpy().decode().split('|')
+    self.assertTrue(all(t.startswith('tag') for t in tags))
+    with open(os.path.join(data_dir, 'datasets',
+                           stackoverflow_data.WORD_COUNT_NAME)) as f:
+      counts = [int(line.split()[1]) for line in f]
+    self.assertEqual(counts, sorted(counts, reverse=True))
+    self.assertLessEqual(max(counts), 40)  # distinct training users
+
+  def test_deterministic_and_cached(self):
+    a = self.create_tempdir().full_path
+    b = self.create_tempdir().full_path
+    stackoverflow_data.generate(a, _TINY)
+    stackoverflow_data.generate(b, _TINY)
+    ta = tff.simulation.datasets.stackoverflow.load_data(cache_dir=a)[0]
+    tb = tff.simulation.datasets.stackoverflow.load_data(cache_dir=b)[0]
+    first = lambda d: next(iter(d.create_tf_dataset_for_client(  # pylint: disable=g-long-lambda
+        d.client_ids[7])))['tokens'].numpy()
+    self.assertEqual(first(ta), first(tb))
+    mtime = os.path.getmtime(os.path.join(a, stackoverflow_data.SQLITE_NAME))
+    stackoverflow_data.generate(a, _TINY)  # Same config: not rewritten.
+    self.assertEqual(
+        mtime, os.path.getmtime(os.path.join(a, stackoverflow_data.SQLITE_NAME)))
+
+  def test_heavy_tailed_client_sizes(self):
+    data_dir = self.create_tempdir().full_path
+    stamp = stackoverflow_data.generate(
+        data_dir, dict(_TINY, train_clients=300, test_clients=2,
+                       heldout_clients=2))
+    stats = stamp['stats']
+    # Log-normal sizes: the spread exceeds the mean, like the real data.
+    self.assertGreater(stats['std_examples_per_client'],
+                       stats['mean_examples_per_client'])
+
+  def test_unknown_setting(self):
+    with self.assertRaisesRegex(ValueError, 'Unknown embedded-data setting'):
+      stackoverflow_data.generate(self.create_tempdir().full_path,
+                                  dict(clients=3))
+
+
+class DirichletSplitTest(tf.test.TestCase):
+
+  def test_partition(self):
+    labels = np.repeat(np.arange(10), 50)
+    parts = tasks.dirichlet_split(labels, 20, 1.0, seed=0)
+    self.assertLen(parts, 20)
+    joined = np.sort(np.concatenate(parts))
+    np.testing.assert_array_equal(joined, np.arange(500))
+    self.assertTrue(all(len(p) > 0 for p in parts))
+
+
+class MissingDataTest(parameterized.TestCase):
+
+  @parameterized.parameters(('mnist', 'mnist.npz'),
+                            ('emnist', 'emnist_all.sqlite'),
+                            ('shakespeare', 'shakespeare.sqlite'))
+  def test_clear_error(self, task, filename):
+    with self.assertRaisesRegex(tasks.MissingDataError, filename):
+      tasks.create_task(task, '/nonexistent/dir')
+
+
+def _check_outputs(test, task_dir, records, rounds, target_epsilon):
+  summary = json.load(open(os.path.join(task_dir, 'summary.json')))
+  test.assertEqual([r['aggregator'] for r in summary],
+                   [r['aggregator'] for r in records])
+  for record in summary:
+    test.assertEqual(record['rounds'], rounds)
+    test.assertBetween(record['final_metric'], 0.0, 1.0)
+    if record['aggregator'] in baselines.PRIVATE:
+      test.assertLessEqual(record['epsilon'], target_epsilon)
+      test.assertGreater(record['epsilon'], 0.0)
+    else:
+      test.assertIsNone(record['epsilon'])
+    test.assertGreater(record['upload_bits_total'], 0)
+    with open(os.path.join(task_dir, record['aggregator'],
+                           'metrics.csv')) as f:
+      rows = list(csv.DictReader(f))
+    test.assertLen(rows, rounds)
+    test.assertEqual([int(r['round']) for r in rows],
+                     list(range(1, rounds + 1)))
+  table = open(os.path.join(task_dir, 'table.md')).read()
+  for record in records:
+    test.assertIn(f"| {record['aggregator']} |", table)
+  for name in ('metric_vs_communication.png', 'metric_vs_epsilon.png'):
+    test.assertGreater(os.path.getsize(os.path.join(task_dir, name)), 1000)
+
+
+class SmokeTest(tf.test.TestCase):
+  """Two rounds of each task x aggregator on tiny data."""
+
+  def test_stackoverflow_all_aggregators(self):
+    data_dir = self.create_tempdir().full_path
+    output_dir = self.create_tempdir().full_path
+    records = training.run_experiment(
+        task_name='stackoverflow_lr', aggregators=list(baselines.AGGREGATORS),
+        data_dir=data_dir, output_dir=output_dir, rounds=2,
+        clients_per_round=4, target_epsilon=8.0, bits=8, grouping=2000,
+        eval_every=1, progress=False, embedded_config=_TINY,
+        print_fn=lambda *a: None)
+    _check_outputs(self, os.path.join(output_dir, 'stackoverflow_lr'),
+                   records, 2, 8.0)
+    by_name = {r['aggregator']: r for r in records}
+    self.assertEqual(by_name['dp_rec']['data_source'], 'embedded')
+    # DP-REC's upload is the 64-bit seed plus the index bits per client.
+    self.assertEqual(by_name['dp_rec']['upload_bits_per_client_round'],
+                     64 + by_name['dp_rec']['params']['total_bits'])
+    self.assertLess(by_name['dp_rec']['upload_bits_total'],
+                    by_name['dp_fedavg']['upload_bits_total'] / 100)
+
+  def test_digits_all_aggregators(self):
+    output_dir = self.create_tempdir().full_path
+    records = training.run_experiment(
+        task_name='digits', aggregators=list(baselines.AGGREGATORS),
+        data_dir=self.create_tempdir().full_path, output_dir=output_dir,
+        rounds=2, clients_per_round=5, target_epsilon=8.0, eval_every=1,
+        progress=False, print_fn=lambda *a: None)
+    _check_outputs(self, os.path.join(output_dir, 'digits'), records, 2, 8.0)
+
+  def test_embedded_stackoverflow_is_learnable(self):
+    # FedAvg beats always predicting the most frequent tags, clearly.
+    data_dir = self.create_tempdir().full_path
+    config = dict(_TINY, train_clients=150, num_words=400, mean_examples=30.0,
+                  test_clients=30)
+    records = training.run_experiment(
+        task_name='stackoverflow_lr', aggregators=['fedavg'],
+        data_dir=data_dir, output_dir=self.create_tempdir().full_path,
+        rounds=15, clients_per_round=20, eval_every=100, progress=False,
+        embedded_config=config, print_fn=lambda *a: None)
+    task = tasks.create_task('stackoverflow_lr', data_dir,
+                             embedded_config=config)
+    frequent = tasks.frequent_tags_recall_at_5(task)
+    self.assertGreater(records[0]['final_metric'], frequent + 0.1)
+
+
+class CliTest(parameterized.TestCase):
+
+  @parameterized.named_parameters(
+      ('unknown_task', ['--task=cifar'], 'unknown'),
+      ('bits_zero', ['--bits=0'], 'bits'),
+      ('epsilon_zero', ['--target_epsilon=0'], 'target_epsilon'),
+      ('unknown_aggregator', ['--aggregators=dp_rec,magic'], 'magic'),
+      ('bad_grouping', ['--grouping=layers'], 'grouping'),
+      ('missing_real_data', ['--task=mnist', '--data_dir=/nonexistent'],
+       'mnist.npz'),
+  )
+  def test_bad_flags(self, flags, message):
+    result = subprocess.run(
+        [sys.executable, '-m', 'experiments.run', '--noprogress'] + flags,
+        cwd=_REPO, capture_output=True, text=True, timeout=300)
+    self.assertNotEqual(result.returncode, 0)
+    self.assertIn(message, result.stderr + result.stdout)
+
+
+if __name__ == '__main__':
+  tf.test.main()
