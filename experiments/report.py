@@ -74,7 +74,7 @@ def write_plots(output_dir: str, records: Sequence[dict],
 
   fig, ax = plt.subplots(figsize=(5, 3.6))
   for name, points in curves.items():
-    points = [(e, m) for e, m in points if e is not None]
+    points = [(e, m) for e, m in points if e is not None and m is not None]
     if points:
       eps, metric = zip(*points)
       ax.plot(eps, [100 * m for m in metric], marker='o', markersize=3,

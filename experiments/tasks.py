@@ -2,6 +2,7 @@
 
 import collections
 import dataclasses
+import functools
 import os
 from typing import Any, Callable, Optional
 
@@ -37,6 +38,9 @@ class Defaults:
   l2_clip: float  # DP-FedAvg and DDGauss clip.
   server_optimizer: str = 'sgdm'  # or 'adam'
   eval_every: int = 10
+  # Server learning rate for private aggregators (default: server_lr). With
+  # Adam, noise-only coordinates random-walk by ~lr * sqrt(rounds).
+  private_server_lr: Optional[float] = None
 
 
 @dataclasses.dataclass
@@ -57,6 +61,19 @@ class Task:
   @property
   def population(self) -> int:
     return len(self.train_client_ids)
+
+  @functools.cached_property
+  def dataset_computation(self) -> tff.Computation:
+    """TFF computation client id -> preprocessed dataset.
+
+    Building datasets inside TFF's runtime from client ids avoids building a
+    preprocessing graph per client in Python (2x faster rounds on SO-LR).
+    """
+    datasets = self.baseline.datasets
+    data = datasets.train_data
+    if datasets.train_preprocess_fn is not None:
+      data = data.preprocess(datasets.train_preprocess_fn)
+    return data.dataset_computation
 
   def client_dataset(self, client_id: str) -> tf.data.Dataset:
     datasets = self.baseline.datasets
@@ -80,7 +97,7 @@ _DEFAULTS = {
         rounds=60, clients_per_round=40, client_lr=1.0, server_lr=0.03,
         server_momentum=0.0, batch_size=100, bits=7, grouping=10000,
         noise_stddev=0.4, l2_clip=0.5, server_optimizer='adam',
-        eval_every=10),
+        eval_every=10, private_server_lr=0.01),
     'emnist': Defaults(
         rounds=1500, clients_per_round=100, client_lr=0.05, server_lr=1.0,
         server_momentum=0.0, batch_size=20, bits=7, grouping='tensor',

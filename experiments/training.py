@@ -64,7 +64,7 @@ def run_experiment(*, task_name: str, aggregators: Sequence[str],
   l2_clip = l2_clip or d.l2_clip
   eval_every = eval_every or d.eval_every
   client_lr = client_lr or d.client_lr
-  server_lr = server_lr or d.server_lr
+  explicit_server_lr = server_lr
   population = task.population
   if clients_per_round > population:
     raise ValueError(f'clients_per_round={clients_per_round} exceeds the '
@@ -88,7 +88,11 @@ def run_experiment(*, task_name: str, aggregators: Sequence[str],
         clients_per_round=clients_per_round, rounds=rounds,
         target_epsilon=target_epsilon, delta=delta, bits=bits,
         grouping=grouping, noise_stddev=noise_stddev, l2_clip=l2_clip)
-    print_fn(f'[{task_name}/{name}] parameters: {aggregator_plan.params}')
+    server_lr = explicit_server_lr or (
+        d.private_server_lr if aggregator_plan.private and
+        d.private_server_lr else d.server_lr)
+    print_fn(f'[{task_name}/{name}] parameters: {aggregator_plan.params}, '
+             f'client_lr={client_lr}, server_lr={server_lr}')
     record, curve = _train_one(task, aggregator_plan, rounds=rounds,
                                clients_per_round=clients_per_round,
                                target_epsilon=target_epsilon, delta=delta,
@@ -120,7 +124,9 @@ def _train_one(task, aggregator_plan, *, rounds, clients_per_round,
     tff.backends.test.set_sync_test_cpp_execution_context()
   else:
     tff.backends.native.set_sync_local_cpp_execution_context()
-  process = build_process(task, aggregator_plan, client_lr, server_lr)
+  process = tff.simulation.compose_dataset_computation_with_learning_process(
+      task.dataset_computation,
+      build_process(task, aggregator_plan, client_lr, server_lr))
   state = process.initialize()
   agg_dir = os.path.join(task_dir, name)
   os.makedirs(agg_dir, exist_ok=True)
@@ -132,7 +138,7 @@ def _train_one(task, aggregator_plan, *, rounds, clients_per_round,
       key_fieldname='round')
   rng = np.random.default_rng(seed)
   client_ids = np.array(task.train_client_ids)
-  curve = [(0.0 if aggregator_plan.private else None, None)]
+  curve = []
   upload_total = download_total = 0
   epsilon = 0.0 if aggregator_plan.private else None
   stopped = None
@@ -154,9 +160,8 @@ def _train_one(task, aggregator_plan, *, rounds, clients_per_round,
         break
     ids = rng.choice(client_ids, size=clients_per_round,
                      replace=aggregator_plan.sample_with_replacement)
-    data = [task.client_dataset(i) for i in ids]
     t0 = time.time()
-    output = process.next(state, data)
+    output = process.next(state, [str(i) for i in ids])
     round_times.append(time.time() - t0)
     state = output.state
     completed = round_num

@@ -10,6 +10,7 @@ signal) and terminates the workers still running at interpreter exit;
 
 import atexit
 import ctypes
+import gc
 import os
 import signal
 import subprocess
@@ -43,6 +44,10 @@ class _SubprocessShim:
     return getattr(subprocess, name)
 
 
+def _no_op_del(self):
+  del self
+
+
 def install() -> None:
   """Patches TFF's worker launcher; idempotent."""
   global _installed
@@ -56,6 +61,12 @@ def install() -> None:
 
 def reap() -> None:
   """Terminates the worker processes started by this process."""
+  # TFF's ServiceManager kills its worker in __del__, which fails noisily at
+  # interpreter shutdown (module globals are gone); the workers are reaped
+  # here instead.
+  for obj in gc.get_objects():
+    if type(obj).__name__ == 'ServiceManager' and hasattr(obj, '_process'):
+      type(obj).__del__ = _no_op_del
   while _workers:
     process = _workers.pop()
     if process.poll() is None:

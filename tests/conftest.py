@@ -4,8 +4,12 @@ import os
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
+from absl import flags  # pylint: disable=g-import-not-at-top
+
 from experiments import worker_reaper  # pylint: disable=g-import-not-at-top
 
+# tf.test.TestCase.create_tempdir reads absl flags, which pytest never parses.
+flags.FLAGS.mark_as_parsed()
 worker_reaper.install()
 
 

@@ -161,16 +161,38 @@ class ConstructionTest(tf.test.TestCase, parameterized.TestCase):
 
 class ClientEncoderTest(tf.test.TestCase):
 
-  def test_identical_updates_give_different_seeds_and_indices(self):
+  def _messages(self, num_clients):
     encoder = dp_rec.DPRecSumFactory(noise_stddev=1.0, l2_clip=1.0,
                                      bits=10).client_encoder(_VECTOR)
+
+    @tff.federated_computation(tff.FederatedType(_VECTOR, tff.CLIENTS))
+    def encode_all(values):
+      return tff.federated_map(encoder, values)
+
     update = np.array([0.1, 0.2, 0.3, 0.4], np.float32)
-    messages = [encoder(update) for _ in range(6)]
+    return (encode_all([update] * num_clients) +
+            encode_all([update] * num_clients))
+
+  def _assert_fresh(self, messages):
     seeds = {int(m['seed']) for m in messages}
-    self.assertLen(seeds, 6)  # 64-bit seeds: a collision is ~2^-60.
+    # 64-bit seeds: any collision among 12 has probability ~2^-57.
+    self.assertLen(seeds, len(messages))
     indices = [int(m['indices'][0]) for m in messages]
-    # 6 equal indices out of 1024 (near uniform at this c): ~1e-15.
-    self.assertGreater(len(set(indices)), 1)
+    # c = 1 over 1024 candidates: the index is spread over hundreds of
+    # values; fewer than 6 distinct in 12 draws is practically impossible.
+    self.assertGreater(len(set(indices)), 6)
+
+  def test_identical_updates_give_different_seeds_and_indices(self):
+    # Two calls of 6 clients with the same update, in one federated map.
+    self._assert_fresh(self._messages(6))
+
+  def test_fresh_even_with_a_global_tf_seed(self):
+    # A seed set by the script (the server side) must not fix client seeds.
+    tf.random.set_seed(1)
+    try:
+      self._assert_fresh(self._messages(6))
+    finally:
+      tf.random.set_seed(None)
 
   def test_encoder_takes_only_the_update(self):
     encoder = dp_rec.DPRecSumFactory(noise_stddev=1.0,

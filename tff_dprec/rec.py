@@ -194,13 +194,33 @@ def gumbel_max(log_weights: tf.Tensor,
   shape = tf.shape(log_weights)
   minval = np.finfo(np.float32).tiny
   if selection_seed is None:
-    u = tf.random.uniform(shape, minval=minval, maxval=1.0, dtype=tf.float32)
+    u = tf.maximum(fresh_uniform(shape), minval)
   else:
     u = tf.random.stateless_uniform(
         shape, seed=tf.convert_to_tensor(selection_seed, tf.int64),
         minval=minval, maxval=1.0, dtype=tf.float32, alg='philox')
   gumbel = -tf.math.log(-tf.math.log(u))
   return tf.cast(tf.argmax(log_weights + gumbel), tf.int32)
+
+
+def fresh_uniform(shape) -> tf.Tensor:
+  """Uniform [0, 1) float32 from runtime OS entropy.
+
+  `seed=seed2=0` makes the kernel seed itself non-deterministically when it is
+  created, whatever `tf.random.set_seed` says: a seed baked into the graph
+  would be known to whoever built the computation (in TFF, the server).
+  """
+  return tf.raw_ops.RandomUniform(
+      shape=tf.convert_to_tensor(shape, tf.int32), dtype=tf.float32, seed=0,
+      seed2=0)
+
+
+def fresh_int64(shape) -> tf.Tensor:
+  """Uniform int64 over [int64 min, int64 max) from runtime OS entropy."""
+  return tf.raw_ops.RandomUniformInt(
+      shape=tf.convert_to_tensor(shape, tf.int32),
+      minval=tf.constant(tf.int64.min, tf.int64),
+      maxval=tf.constant(tf.int64.max, tf.int64), seed=0, seed2=0)
 
 
 def index_in_range(index: tf.Tensor, bits: int) -> tf.Tensor:

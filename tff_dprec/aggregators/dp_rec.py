@@ -176,9 +176,9 @@ class DPRecSumFactory(tff.aggregators.UnweightedAggregationFactory):
       flat = _zero_if_not_finite(flat)
       if l2_clip is not None:
         flat = _clip_l2(flat, l2_clip)
-      # Fresh randomness drawn on the client, independent of its update.
-      seed_word = tf.random.uniform(
-          [], minval=tf.int64.min, maxval=tf.int64.max, dtype=tf.int64)
+      # Fresh OS entropy drawn on the client, independent of its update and
+      # of anything in the graph the server built.
+      seed_word = rec.fresh_int64([])
       seed = _codec_seed(seed_word)
       indices = [
           rec.encode(flat[start:end], prior_stddev=noise_stddev, bits=bits,
