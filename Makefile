@@ -1,5 +1,5 @@
 # One-command setup, main job and tests. The virtual environment lives in .venv.
-PYTHON ?= python3.11
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed

@@ -5,8 +5,8 @@ candidate elements per second next to the raw Philox normal generator's
 throughput for the same K x d in the same blocks (generation plus a sum, the
 least work that keeps the generator from being optimised away), the decode
 time next to the time to generate one candidate, and the encoder's peak extra
-memory (each configuration runs in a fresh subprocess; peak RSS after the run
-minus RSS after a warm-up).
+memory (each configuration runs in a fresh subprocess: growth of the peak
+RSS over the first encode, and the process's peak RSS).
 """
 
 import argparse
@@ -61,14 +61,16 @@ def codec_one(dim: int, bits: int, repeats: int) -> dict:
   def one_candidate(seed):
     return tf.random.stateless_normal([pdim], seed=seed, alg='philox')
 
-  # Warm up (tracing, kernels), then take the memory baseline.
+  # Memory: peak RSS growth over the first encode (tracing included), before
+  # anything else allocates candidate blocks.
+  tf.constant(0.0).numpy()
+  base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
   encode(value, seed).numpy()
+  peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
   raw(seed).numpy()
   decode(tf.constant(3), seed).numpy()
   one_candidate(seed).numpy()
-  base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
   encode_s = _best_time(lambda: encode(value, seed).numpy(), repeats)
-  peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
   raw_s = _best_time(lambda: raw(seed).numpy(), repeats)
   decode_s = _best_time(lambda: decode(tf.constant(k - 1), seed).numpy(),
                         repeats * 5)
@@ -81,14 +83,15 @@ def codec_one(dim: int, bits: int, repeats: int) -> dict:
       encode_vs_raw=raw_s / encode_s,
       decode_ms=decode_s * 1e3, one_candidate_ms=candidate_s * 1e3,
       decode_vs_candidate=decode_s / candidate_s,
-      peak_extra_mib=max(0, peak_rss - base_rss) / 1024.0)
+      peak_extra_mib=max(0, peak_rss - base_rss) / 1024.0,
+      peak_rss_mib=peak_rss / 1024.0)
 
 
 def codec(dims, bits_list, repeats):
   rows = []
   print(f"{'d':>9} {'bits':>4} {'encode s':>9} {'enc elem/s':>11} "
         f"{'raw elem/s':>11} {'enc/raw':>7} {'decode ms':>9} "
-        f"{'1 cand ms':>9} {'dec/cand':>8} {'peak MiB':>8}")
+        f"{'1 cand ms':>9} {'dec/cand':>8} {'+MiB enc':>8} {'RSS MiB':>8}")
   for dim in dims:
     for bits in bits_list:
       out = subprocess.run(
@@ -102,7 +105,8 @@ def codec(dims, bits_list, repeats):
             f"{row['raw_elems_per_s']:>11.3e} {row['encode_vs_raw']:>7.2f} "
             f"{row['decode_ms']:>9.3f} {row['one_candidate_ms']:>9.3f} "
             f"{row['decode_vs_candidate']:>8.2f} "
-            f"{row['peak_extra_mib']:>8.1f}", flush=True)
+            f"{row['peak_extra_mib']:>8.1f} {row['peak_rss_mib']:>8.0f}",
+            flush=True)
   return rows
 
 
