@@ -4,7 +4,7 @@ import collections
 import dataclasses
 import functools
 import os
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -423,5 +423,3 @@ def _check_task(task_name):
   if task_name not in TASKS:
     raise ValueError(f'Unknown task {task_name!r}; choose one of {TASKS}.')
 
-
-ModelFn = Callable[[], tff.learning.models.VariableModel]

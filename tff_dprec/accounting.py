@@ -611,38 +611,33 @@ def _rdp_to_epsilon(orders, rdp, delta, conversion):
 
 def _bisect_largest(ok, lo, hi, tol, name, target):
   """Largest x in [lo, hi] with ok(x), for ok true below and false above."""
-  if not ok(lo):
-    raise TargetUnreachableError(
-        f'No {name} >= {lo} meets target_epsilon={target!r}.')
-  if ok(hi):
-    return hi
-  for _ in range(_SEARCH_ITERATIONS):
-    if hi - lo <= tol * lo:
-      break
-    mid = math.sqrt(lo * hi) if hi > 4 * lo else (lo + hi) / 2.0
-    if ok(mid):
-      lo = mid
-    else:
-      hi = mid
-  return lo
+  return _bisect(ok, lo, hi, tol, name, target, largest=True)
 
 
 def _bisect_smallest(ok, lo, hi, tol, name, target):
   """Smallest x in [lo, hi] with ok(x), for ok false below and true above."""
-  if not ok(hi):
+  return _bisect(ok, lo, hi, tol, name, target, largest=False)
+
+
+def _bisect(ok, lo, hi, tol, name, target, largest):
+  """Bounded bisection (geometric while the bracket is wide)."""
+  good, bad = (lo, hi) if largest else (hi, lo)
+  if not ok(good):
     raise TargetUnreachableError(
-        f'No {name} <= {hi} meets target_epsilon={target!r}.')
-  if ok(lo):
-    return lo
+        f'No {name} {">=" if largest else "<="} {good} meets '
+        f'target_epsilon={target!r}.')
+  if ok(bad):
+    return bad
   for _ in range(_SEARCH_ITERATIONS):
-    if hi - lo <= tol * lo:
+    low, high = min(good, bad), max(good, bad)
+    if high - low <= tol * low:
       break
-    mid = math.sqrt(lo * hi) if hi > 4 * lo else (lo + hi) / 2.0
+    mid = math.sqrt(low * high) if high > 4 * low else (low + high) / 2.0
     if ok(mid):
-      hi = mid
+      good = mid
     else:
-      lo = mid
-  return hi
+      bad = mid
+  return good
 
 
 def _bits_needed(rho, delta):

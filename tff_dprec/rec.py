@@ -122,7 +122,7 @@ def encode(value: tf.Tensor,
       `value` without static length.
   """
   check_bits(bits)
-  _check_positive_float(prior_stddev, 'prior_stddev')
+  check_positive_float(prior_stddev, 'prior_stddev')
   check_positive_int(chunk_elements, 'chunk_elements')
   value = tf.convert_to_tensor(value, tf.float32)
   if value.shape.rank != 1 or value.shape[0] is None:
@@ -180,7 +180,7 @@ def decode(index: tf.Tensor,
     A float32 tensor of shape [dim].
   """
   check_bits(bits)
-  _check_positive_float(prior_stddev, 'prior_stddev')
+  check_positive_float(prior_stddev, 'prior_stddev')
   check_positive_int(dim, 'dim')
   z = candidate_block(
       tf.convert_to_tensor(seed, tf.int64), group,
@@ -311,7 +311,7 @@ def check_bits(bits):
     raise ValueError(f'bits must be in [1, {MAX_BITS}], found {bits!r}.')
 
 
-def _check_positive_float(value, name):
+def check_positive_float(value, name):
   if isinstance(value, bool) or not isinstance(
       value, (int, float, np.integer, np.floating)):
     raise TypeError(f'{name} must be a number, found {value!r}.')

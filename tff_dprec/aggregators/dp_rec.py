@@ -14,8 +14,8 @@ from tff_dprec import rec
 # A message carries a 64-bit seed word; the codec seed is (word, domain tag).
 SEED_BITS = 64
 _SEED_DOMAIN = 0x44505245430001  # "DPREC" + codec version 1.
-# Refuse configurations whose encoder would materialise more than this many
-# candidate log-weights or decoded elements per group (memory budget).
+# Refuse groups larger than this many elements (memory budget: the client
+# holds a group, the server decodes one, the encoder a block of candidates).
 MAX_GROUP_ELEMENTS = 2**27
 
 
@@ -79,16 +79,12 @@ class DPRecSumFactory(tff.aggregators.UnweightedAggregationFactory):
       TypeError: If an argument has the wrong type.
       ValueError: If an argument has an invalid value.
     """
-    _check_positive(noise_stddev, 'noise_stddev')
+    rec.check_positive_float(noise_stddev, 'noise_stddev')
     if l2_clip is not None:
-      _check_positive(l2_clip, 'l2_clip')
+      rec.check_positive_float(l2_clip, 'l2_clip')
     rec.check_bits(bits)
     rec.check_grouping(grouping)
     rec.check_positive_int(chunk_elements, 'chunk_elements')
-    if 2**bits > MAX_GROUP_ELEMENTS:
-      raise ValueError(
-          f'bits={bits} needs 2**{bits} candidate weights per group, more than '
-          f'the memory budget of {MAX_GROUP_ELEMENTS} elements.')
     if not isinstance(grouping, str) and grouping > MAX_GROUP_ELEMENTS:
       raise ValueError(
           f'grouping={grouping!r} exceeds the memory budget of '
@@ -392,11 +388,3 @@ def _check_value_type(value_type):
       raise TypeError(
           f'DPRecSumFactory needs static shapes, found {spec.shape} in '
           f'{value_type!r}.')
-
-
-def _check_positive(value, name):
-  if isinstance(value, bool) or not isinstance(
-      value, (int, float, np.integer, np.floating)):
-    raise TypeError(f'{name} must be a number, found {value!r}.')
-  if not math.isfinite(value) or value <= 0:
-    raise ValueError(f'{name} must be positive and finite, found {value!r}.')
