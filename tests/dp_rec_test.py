@@ -217,6 +217,39 @@ class ClientEncoderTest(tf.test.TestCase):
     self.assertAllEqual(decoded['b'], tf.reshape(expected_b, [2, 2]))
 
 
+class MessageAggregatorTest(tf.test.TestCase):
+
+  def test_malformed_indices_are_rejected_and_counted(self):
+    factory = dp_rec.DPRecSumFactory(noise_stddev=0.3, l2_clip=1.0, bits=5)
+    aggregate = factory.message_aggregator(_STRUCT)
+    good = collections.OrderedDict(seed=np.int64(123),
+                                   indices=np.array([3, 31], np.int32))
+    messages = [
+        good,
+        collections.OrderedDict(seed=np.int64(5),
+                                indices=np.array([32, 0], np.int32)),
+        collections.OrderedDict(seed=np.int64(6),
+                                indices=np.array([0, -1], np.int32)),
+        collections.OrderedDict(seed=np.int64(7),
+                                indices=np.array([2**31 - 1, 2], np.int32)),
+    ]
+    total, measurements = aggregate(messages)
+    self.assertEqual(measurements['num_messages'], 4)
+    self.assertEqual(measurements['rejected_messages'], 3)
+    self.assertEqual(measurements['upload_bits'], 4 * (64 + 2 * 5))
+    expected = dp_rec.decode_message(123, [3, 31], value_type=_STRUCT,
+                                     noise_stddev=0.3, bits=5)
+    self.assertAllClose(total['a'], expected['a'])
+    self.assertAllClose(total['b'], expected['b'])
+
+  def test_wrong_shape_is_refused_by_the_type_system(self):
+    aggregate = dp_rec.DPRecSumFactory(
+        noise_stddev=0.3, l2_clip=1.0, bits=5).message_aggregator(_STRUCT)
+    with self.assertRaises(TypeError):
+      aggregate([collections.OrderedDict(
+          seed=np.int64(1), indices=np.array([1, 2, 3], np.int32))])
+
+
 class ExecutionTest(tf.test.TestCase):
 
   def test_measurements(self):

@@ -189,19 +189,23 @@ class DPRecSumFactory(tff.aggregators.UnweightedAggregationFactory):
 
     return client_encode
 
-  def create(self, value_type) -> tff.templates.AggregationProcess:
+  def message_aggregator(self, value_type) -> tff.Computation:
+    """The server side: messages@CLIENTS -> (sum, measurements)@SERVER.
+
+    Decodes each message inside `federated_aggregate`'s accumulate step. A
+    message with an index outside [0, 2**bits) is rejected: it contributes
+    zero and is counted in `rejected_messages`. (Messages of the wrong shape or
+    dtype are refused by TFF's type system before they reach this code.)
+    """
     _check_value_type(value_type)
     sizes = _flat_sizes(value_type)
     groups = self._checked_groups(value_type)
-    num_groups = len(groups)
     specs = tff.types.type_to_tf_tensor_specs(value_type)
     dtypes = [s.dtype for s in tf.nest.flatten(specs)]
     shapes = [s.shape for s in tf.nest.flatten(specs)]
     message_type = self.message_type(value_type)
-    message_bits = SEED_BITS + self._bits * num_groups
+    message_bits = SEED_BITS + self._bits * len(groups)
     noise_stddev, bits = self._noise_stddev, self._bits
-    client_encode = self.client_encoder(value_type)
-
     accumulator_type = collections.OrderedDict(
         total=value_type,
         num_messages=tff.TensorType(np.int32),
@@ -250,6 +254,18 @@ class DPRecSumFactory(tff.aggregators.UnweightedAggregationFactory):
           num_messages=acc['num_messages'],
           rejected_messages=acc['rejected_messages'])
 
+    @tff.federated_computation(tff.FederatedType(message_type, tff.CLIENTS))
+    def aggregate_messages(messages):
+      acc = tff.federated_aggregate(messages, zero(), accumulate, merge,
+                                    report)
+      return acc.total, tff.federated_map(measurements_of, acc)
+
+    return aggregate_messages
+
+  def create(self, value_type) -> tff.templates.AggregationProcess:
+    client_encode = self.client_encoder(value_type)
+    aggregate_messages = self.message_aggregator(value_type)
+
     @tff.federated_computation()
     def init_fn():
       return tff.federated_value((), tff.SERVER)
@@ -260,12 +276,9 @@ class DPRecSumFactory(tff.aggregators.UnweightedAggregationFactory):
     def next_fn(state, value):
       # Client computation: clip, draw a fresh seed, encode.
       messages = tff.federated_map(client_encode, value)
-      # Inner aggregation: only messages cross to the server.
-      acc = tff.federated_aggregate(messages, zero(), accumulate, merge,
-                                    report)
-      # Server computation.
-      result = acc.total
-      measurements = tff.federated_map(measurements_of, acc)
+      # Inner aggregation: only messages cross to the server, where they are
+      # decoded and summed.
+      result, measurements = aggregate_messages(messages)
       return tff.templates.MeasuredProcessOutput(
           state=state, result=result, measurements=measurements)
 
