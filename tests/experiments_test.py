@@ -11,6 +11,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from experiments import audit
 from experiments import baselines
 from experiments import stackoverflow_data
 from experiments import tasks
@@ -172,6 +173,22 @@ class SmokeTest(tf.test.TestCase):
                              embedded_config=config)
     frequent = tasks.frequent_tags_recall_at_5(task)
     self.assertGreater(records[0]['final_metric'], frequent + 0.1)
+
+
+class AuditTest(tf.test.TestCase):
+
+  def test_lower_bound_detects_leakage_but_stays_below_accountant(self):
+    result = audit.run_audit(clip_ratio=2.0, trials=3000, seed=1)
+    # A clipped update at c = 2 is clearly distinguishable from zero...
+    self.assertGreater(result['empirical_epsilon_lower_bound'], 1.0)
+    # ...but never beyond what the accountant allows (Theorem 1).
+    self.assertLess(result['empirical_epsilon_lower_bound'],
+                    result['accountant_epsilon'])
+
+  def test_no_signal_gives_no_leakage(self):
+    # c = 0: both inputs are zero, so the bound is 0 up to the 95% level.
+    result = audit.run_audit(clip_ratio=0.0, trials=3000, seed=2)
+    self.assertLess(result['empirical_epsilon_lower_bound'], 0.3)
 
 
 class CliTest(parameterized.TestCase):
