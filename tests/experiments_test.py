@@ -175,6 +175,39 @@ class SmokeTest(tf.test.TestCase):
     self.assertGreater(records[0]['final_metric'], frequent + 0.1)
 
 
+class DDGaussAccountingMatchesTffTest(tf.test.TestCase):
+
+  def test_parameters_equal_what_tff_runs(self):
+    # The accountant's DDGauss parameters must be those of the aggregator that
+    # actually runs: compare with TFF's own round measurements.
+    from tff_dprec import accounting  # pylint: disable=g-import-not-at-top
+    training.allow_oversize_protos()
+    tff.backends.test.set_sync_test_cpp_execution_context()
+    try:
+      value_type = tff.to_type([tff.TensorType(np.float32, [30, 10]),
+                                tff.TensorType(np.float32, [10])])
+      plan = baselines.plan(
+          'ddgauss16', value_type=value_type, population=500,
+          clients_per_round=5, rounds=20, target_epsilon=4.0, delta=1e-4,
+          bits=7, grouping='tensor', noise_stddev=0.1, l2_clip=0.3)
+      process = plan.factory.create(value_type)
+      values = [[np.full((30, 10), 0.01, np.float32),
+                 np.full(10, 0.01, np.float32)] for _ in range(5)]
+      measured = process.next(process.initialize(),
+                              values).measurements['mean_value']
+    finally:
+      tff.backends.native.set_sync_local_cpp_execution_context()
+    params = accounting.ddgauss_params(
+        noise_multiplier=plan.params['noise_multiplier'], l2_clip=0.3,
+        bits=16, clients_per_round=5, dimension=310)
+    self.assertEqual(int(measured['padded_dim']), params.padded_dim)
+    self.assertAllClose(measured['scale_factor'], params.scale, rtol=1e-5)
+    self.assertAllClose(measured['scaled_local_stddev'],
+                        params.scaled_local_stddev, rtol=1e-5)
+    self.assertAllClose(measured['scaled_inflated_l2'],
+                        params.l2_sensitivity, rtol=1e-4)
+
+
 class AuditTest(tf.test.TestCase):
 
   def test_lower_bound_detects_leakage_but_stays_below_accountant(self):
