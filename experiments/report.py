@@ -73,16 +73,22 @@ def write_plots(output_dir: str, records: Sequence[dict],
   paths.append(path)
 
   fig, ax = plt.subplots(figsize=(5, 3.6))
+  plotted = False
   for name, points in curves.items():
     points = [(e, m) for e, m in points if e is not None and m is not None]
     if points:
       eps, metric = zip(*points)
       ax.plot(eps, [100 * m for m in metric], marker='o', markersize=3,
               label=name)
+      plotted = True
   ax.set_xlabel('epsilon spent')
   ax.set_ylabel(f'{label} (%)')
   ax.set_title(f"{records[0]['task']}: {label} vs epsilon")
-  ax.legend(fontsize=8)
+  if plotted:
+    ax.legend(fontsize=8)
+  else:
+    ax.text(0.5, 0.5, 'no private aggregator evaluated', ha='center',
+            transform=ax.transAxes)
   fig.tight_layout()
   path = os.path.join(output_dir, 'metric_vs_epsilon.png')
   fig.savefig(path, dpi=120)
