@@ -1,5 +1,16 @@
-"""tff_dprec: differentially private relative entropy coding for TFF."""
+"""tff_dprec: differentially private relative entropy coding for TFF.
 
-from tff_dprec import accounting
-from tff_dprec import aggregators
-from tff_dprec import rec
+Submodules load on first access: `accounting` needs only dp_accounting, so the
+accountant and its CLI start without TensorFlow; `rec` and `aggregators` load
+TensorFlow and TFF.
+"""
+
+import importlib
+
+__all__ = ['accounting', 'aggregators', 'rec']
+
+
+def __getattr__(name):
+  if name in __all__:
+    return importlib.import_module(f'tff_dprec.{name}')
+  raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
