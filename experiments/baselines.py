@@ -79,7 +79,7 @@ def plan(name: str, *, value_type, population: int, clients_per_round: int,
     return AggregatorPlan(
         name, factory, private=name == 'dp_rec', sample_with_replacement=True,
         params=params,
-        upload_bits_per_client=dp_rec.SEED_BITS + total_bits,
+        upload_bits_per_client=probe.message_bits(value_type),
         download_bits_per_client=full_model_bits, epsilon_after=epsilon_after)
   if name == 'dp_fedavg':
     z = accounting.calibrate_dp_fedavg_noise(

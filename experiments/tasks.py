@@ -75,13 +75,6 @@ class Task:
       data = data.preprocess(datasets.train_preprocess_fn)
     return data.dataset_computation
 
-  def client_dataset(self, client_id: str) -> tf.data.Dataset:
-    datasets = self.baseline.datasets
-    data = datasets.train_data.create_tf_dataset_for_client(client_id)
-    if datasets.train_preprocess_fn is not None:
-      data = datasets.train_preprocess_fn(data)
-    return data
-
 
 # Appendix C of the DP-REC paper, scaled for the embedded SO-LR data (1/10 of
 # the model: 1000 words x 50 tags; 4000 clients). TFF's SO-LR model sums its

@@ -77,6 +77,11 @@ def candidate_block(
     standard deviation.
   """
   key, counter_hi = _group_key(seed, group)
+  return _candidate_block(key, counter_hi, start, count, dim)
+
+
+def _candidate_block(key, counter_hi, start, count, dim):
+  """`candidate_block` for an already derived group key."""
   stride = padded_dim(dim) // _PHILOX_OUTPUTS_PER_COUNTER
   counter_lo = tf.cast(start, tf.int64) * stride
   counter = tf.bitcast(tf.stack([counter_lo, counter_hi]), tf.uint64)
@@ -136,11 +141,12 @@ def encode(value: tf.Tensor,
   # log q(x)/p(x) = <x, v>/s^2 + const; with x = s * z: <z, v>/s.
   scaled_value = tf.pad(value / prior_stddev, [[0, pdim - dim]])
   scaled_value = tf.reshape(scaled_value, [pdim, 1])
-  seed = tf.convert_to_tensor(seed, tf.int64)
+  # The group's Philox key is derived once, outside the block loop.
+  key, counter_hi = _group_key(tf.convert_to_tensor(seed, tf.int64), group)
 
   def block_log_weights(i):
     start = tf.cast(i, tf.int64) * block
-    z = candidate_block(seed, group, start, block, dim)
+    z = _candidate_block(key, counter_hi, start, block, dim)
     return tf.reshape(tf.matmul(z, scaled_value), [block])
 
   if num_blocks == 1:

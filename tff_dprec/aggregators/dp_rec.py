@@ -204,7 +204,7 @@ class DPRecSumFactory(tff.aggregators.UnweightedAggregationFactory):
     dtypes = [s.dtype for s in tf.nest.flatten(specs)]
     shapes = [s.shape for s in tf.nest.flatten(specs)]
     message_type = self.message_type(value_type)
-    message_bits = SEED_BITS + self._bits * len(groups)
+    message_bits = self.message_bits(value_type)
     noise_stddev, bits = self._noise_stddev, self._bits
     accumulator_type = collections.OrderedDict(
         total=value_type,
