@@ -1,13 +1,13 @@
 """tff_dprec: differentially private relative entropy coding for TFF.
 
 Submodules load on first access: `accounting` needs only dp_accounting, so the
-accountant and its CLI start without TensorFlow; `rec` and `aggregators` load
-TensorFlow and TFF.
+accountant and its CLI start without TensorFlow; `rec`, `aggregators` and
+`history` load TensorFlow and TFF.
 """
 
 import importlib
 
-__all__ = ['accounting', 'aggregators', 'rec']
+__all__ = ['accounting', 'aggregators', 'history', 'rec']
 
 
 def __getattr__(name):

@@ -48,6 +48,17 @@ class DPRecSumFactory(tff.aggregators.UnweightedAggregationFactory):
     * `upload_bits`: total bits of the messages of the round (int64).
     * `num_messages`: number of messages received (int32).
     * `rejected_messages`: number of malformed messages (int32).
+    * `messages` (only with `record_messages=True`): the round's messages as
+      an int64 matrix, one row `[seed, index_1, ..., index_M]` per message,
+      sorted by seed. This is what server-to-client history compression
+      (`tff_dprec.history`, the paper's Algorithms 5-6) sends to returning
+      clients. It carries no client identity, and its order (by the clients'
+      random seeds) is independent of who sent what.
+
+  With `record_messages=True` the server first collects the messages, sorts
+  them, and decodes and sums them in that order (`messages_sum_fn`), so a
+  client replaying the history reproduces the sum bit for bit. Otherwise each
+  message is decoded as it arrives, in `federated_aggregate`'s accumulate step.
 
   With `l2_clip=None` no clipping happens: compression-only REC, the paper's
   Appendix D.3 ablation, which has no privacy guarantee.
@@ -58,7 +69,8 @@ class DPRecSumFactory(tff.aggregators.UnweightedAggregationFactory):
                l2_clip: Optional[float],
                bits: int = 7,
                grouping: rec.Grouping = rec.GROUPING_TENSOR,
-               chunk_elements: int = rec.DEFAULT_CHUNK_ELEMENTS):
+               chunk_elements: int = rec.DEFAULT_CHUNK_ELEMENTS,
+               record_messages: bool = False):
     """Initializes the factory.
 
     Args:
@@ -74,6 +86,9 @@ class DPRecSumFactory(tff.aggregators.UnweightedAggregationFactory):
         into groups of at most G elements).
       chunk_elements: Number of candidate elements generated at once on the
         client; bounds client memory.
+      record_messages: Whether to report the round's messages in the
+        `messages` measurement (for `tff_dprec.history`) and sum them in a
+        canonical order. Default `False`.
 
     Raises:
       TypeError: If an argument has the wrong type.
@@ -85,6 +100,9 @@ class DPRecSumFactory(tff.aggregators.UnweightedAggregationFactory):
     rec.check_bits(bits)
     rec.check_grouping(grouping)
     rec.check_positive_int(chunk_elements, 'chunk_elements')
+    if not isinstance(record_messages, bool):
+      raise TypeError(
+          f'record_messages must be a bool, found {record_messages!r}.')
     if not isinstance(grouping, str) and grouping > MAX_GROUP_ELEMENTS:
       raise ValueError(
           f'grouping={grouping!r} exceeds the memory budget of '
@@ -94,6 +112,7 @@ class DPRecSumFactory(tff.aggregators.UnweightedAggregationFactory):
     self._bits = int(bits)
     self._grouping = grouping
     self._chunk_elements = int(chunk_elements)
+    self._record_messages = record_messages
 
   @property
   def noise_stddev(self) -> float:
@@ -110,6 +129,10 @@ class DPRecSumFactory(tff.aggregators.UnweightedAggregationFactory):
   @property
   def grouping(self) -> rec.Grouping:
     return self._grouping
+
+  @property
+  def record_messages(self) -> bool:
+    return self._record_messages
 
   @property
   def clip_ratio(self) -> Optional[float]:
@@ -192,12 +215,16 @@ class DPRecSumFactory(tff.aggregators.UnweightedAggregationFactory):
   def message_aggregator(self, value_type) -> tff.Computation:
     """The server side: messages@CLIENTS -> (sum, measurements)@SERVER.
 
-    Decodes each message inside `federated_aggregate`'s accumulate step. A
-    message with an index outside [0, 2**bits) is rejected: it contributes
-    zero and is counted in `rejected_messages`. (Messages of the wrong shape or
-    dtype are refused by TFF's type system before they reach this code.)
+    Decodes each message inside `federated_aggregate`'s accumulate step, or,
+    with `record_messages=True`, collects the messages and decodes them in
+    the report step with `messages_sum_fn`. A message with an index outside
+    [0, 2**bits) is rejected: it contributes zero and is counted in
+    `rejected_messages`. (Messages of the wrong shape or dtype are refused by
+    TFF's type system before they reach this code.)
     """
     _check_value_type(value_type)
+    if self._record_messages:
+      return self._recording_message_aggregator(value_type)
     sizes = _flat_sizes(value_type)
     groups = self._checked_groups(value_type)
     specs = tff.types.type_to_tf_tensor_specs(value_type)
@@ -262,6 +289,101 @@ class DPRecSumFactory(tff.aggregators.UnweightedAggregationFactory):
 
     return aggregate_messages
 
+  def message_matrix_type(self, value_type) -> tff.TensorType:
+    """The type of the `messages` measurement: int64 [num_messages, 1 + M]."""
+    return tff.TensorType(np.int64, [None, 1 + self.num_groups(value_type)])
+
+  def messages_sum_fn(self, value_type):
+    """Returns a TF function: message matrix -> (sum, rejected count).
+
+    The function decodes the rows of an int64 matrix `[seed, indices...]` in
+    order and adds them up in float32, skipping (and counting) rows with an
+    index outside [0, 2**bits). It is the server's decoder with
+    `record_messages=True`, and the one that `tff_dprec.history` replays, so
+    both compute the same sum bit for bit.
+    """
+    _check_value_type(value_type)
+    sizes = _flat_sizes(value_type)
+    total = sum(sizes)
+    groups = self._checked_groups(value_type)
+    specs = tff.types.type_to_tf_tensor_specs(value_type)
+    flat_specs = tf.nest.flatten(specs)
+    shapes = [s.shape for s in flat_specs]
+    dtypes = [s.dtype for s in flat_specs]
+    noise_stddev, bits = self._noise_stddev, self._bits
+    num_groups = len(groups)
+
+    def messages_sum(messages):
+      messages = tf.convert_to_tensor(messages, tf.int64)
+      messages = tf.ensure_shape(messages, [None, 1 + num_groups])
+
+      def body(i, acc, rejected):
+        row = messages[i]
+        indices = row[1:]
+        valid = tf.reduce_all(rec.index_in_range(indices, bits))
+        seed = _codec_seed(row[0])
+        acc = tf.cond(
+            valid,
+            lambda: acc + _decode_groups(seed, tf.cast(indices, tf.int32),
+                                         groups, noise_stddev, bits, total),
+            lambda: acc)
+        return i + 1, acc, rejected + tf.cast(tf.logical_not(valid), tf.int32)
+
+      _, acc, rejected = tf.while_loop(
+          lambda i, acc, rejected: i < tf.shape(messages)[0], body,
+          (tf.constant(0), tf.zeros([total], tf.float32),
+           tf.constant(0, tf.int32)))
+      return _from_flat_vector(acc, shapes, dtypes, specs), rejected
+
+    return messages_sum
+
+  def _recording_message_aggregator(self, value_type) -> tff.Computation:
+    message_type = self.message_type(value_type)
+    matrix_type = self.message_matrix_type(value_type)
+    message_bits = self.message_bits(value_type)
+    num_columns = 1 + self.num_groups(value_type)
+    messages_sum = self.messages_sum_fn(value_type)
+
+    @tff.tensorflow.computation
+    def zero():
+      return tf.zeros([0, num_columns], tf.int64)
+
+    @tff.tensorflow.computation(matrix_type, message_type)
+    def accumulate(acc, message):
+      row = tf.concat([message['seed'][tf.newaxis],
+                       tf.cast(message['indices'], tf.int64)], axis=0)
+      return tf.concat([acc, row[tf.newaxis]], axis=0)
+
+    @tff.tensorflow.computation(matrix_type, matrix_type)
+    def merge(a, b):
+      return tf.concat([a, b], axis=0)
+
+    @tff.tensorflow.computation(matrix_type)
+    def report(messages):
+      # A canonical order: the clients' random seeds (stable for ties), so
+      # the order says nothing about who sent what and the replay can sum in
+      # the same order.
+      return tf.gather(messages, tf.argsort(messages[:, 0], stable=True))
+
+    @tff.tensorflow.computation(matrix_type)
+    def decode_and_measure(messages):
+      total, rejected = messages_sum(messages)
+      num_messages = tf.shape(messages)[0]
+      return total, collections.OrderedDict(
+          upload_bits=tf.cast(num_messages, tf.int64) * message_bits,
+          num_messages=num_messages,
+          rejected_messages=rejected,
+          messages=messages)
+
+    @tff.federated_computation(tff.FederatedType(message_type, tff.CLIENTS))
+    def aggregate_messages(messages):
+      collected = tff.federated_aggregate(messages, zero(), accumulate, merge,
+                                          report)
+      total, measurements = tff.federated_map(decode_and_measure, collected)
+      return total, measurements
+
+    return aggregate_messages
+
   def create(self, value_type) -> tff.templates.AggregationProcess:
     client_encode = self.client_encoder(value_type)
     aggregate_messages = self.message_aggregator(value_type)
@@ -291,6 +413,7 @@ def dp_rec_aggregator(
     bits: int = 7,
     grouping: rec.Grouping = rec.GROUPING_TENSOR,
     chunk_elements: int = rec.DEFAULT_CHUNK_ELEMENTS,
+    record_messages: bool = False,
 ) -> tff.aggregators.UnweightedMeanFactory:
   """Returns the DP-REC mean, ready for `tff.learning` algorithm builders.
 
@@ -302,7 +425,8 @@ def dp_rec_aggregator(
   return tff.aggregators.UnweightedMeanFactory(
       value_sum_factory=DPRecSumFactory(
           noise_stddev=noise_stddev, l2_clip=l2_clip, bits=bits,
-          grouping=grouping, chunk_elements=chunk_elements))
+          grouping=grouping, chunk_elements=chunk_elements,
+          record_messages=record_messages))
 
 
 def decode_message(seed_word, indices, *, value_type, noise_stddev: float,
