@@ -33,15 +33,20 @@ class AggregatorPlan:
   needs_test_context: bool = False
   # epsilon after r rounds (None for non-private aggregators).
   epsilon_after: Optional[Callable[[int], float]] = None
+  # The DP-REC sum inside the mean (REC-based aggregators only): its messages
+  # allow server-to-client history compression.
+  rec_sum: Optional[dp_rec.DPRecSumFactory] = None
 
 
 def plan(name: str, *, value_type, population: int, clients_per_round: int,
          rounds: int, target_epsilon: float, delta: float, bits: int,
-         grouping, noise_stddev: float, l2_clip: float) -> AggregatorPlan:
+         grouping, noise_stddev: float, l2_clip: float,
+         record_messages: bool = False) -> AggregatorPlan:
   """Builds and calibrates aggregator `name` for `value_type` (model weights).
 
   Private aggregators are calibrated so that epsilon after `rounds` rounds is
-  at most `target_epsilon` at `delta`.
+  at most `target_epsilon` at `delta`. `record_messages` makes the REC-based
+  aggregators report their messages (for history downlinks).
 
   Raises:
     ValueError: For an unknown aggregator.
@@ -74,13 +79,16 @@ def plan(name: str, *, value_type, population: int, clients_per_round: int,
         return accounting.dp_rec_epsilon(clip_ratio=c, rounds=r,
                                          total_bits=total_bits, **common)
 
-    factory = dp_rec.dp_rec_aggregator(noise_stddev, clip, bits=bits,
-                                       grouping=grouping)
+    rec_sum = dp_rec.DPRecSumFactory(noise_stddev, clip, bits=bits,
+                                     grouping=grouping,
+                                     record_messages=record_messages)
+    factory = tff.aggregators.UnweightedMeanFactory(value_sum_factory=rec_sum)
     return AggregatorPlan(
         name, factory, private=name == 'dp_rec', sample_with_replacement=True,
         params=params,
         upload_bits_per_client=probe.message_bits(value_type),
-        download_bits_per_client=full_model_bits, epsilon_after=epsilon_after)
+        download_bits_per_client=full_model_bits, epsilon_after=epsilon_after,
+        rec_sum=rec_sum)
   if name == 'dp_fedavg':
     z = accounting.calibrate_dp_fedavg_noise(
         target_epsilon=target_epsilon, rounds=rounds, **common)

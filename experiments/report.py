@@ -25,19 +25,43 @@ def markdown_table(records: Sequence[dict]) -> str:
       f"**{first['task']}** ({first['data_source']} data), "
       f"delta = {first['delta']:.3g}",
       '',
-      f'| aggregator | {label} (%) | epsilon | rounds | upload GB | '
-      'download GB | total GB | s/round |',
-      '|---|---|---|---|---|---|---|---|',
+      f'| aggregator | {label} (%) | epsilon | rounds | downlink | '
+      'upload GB | download GB | total GB | s/round |',
+      '|---|---|---|---|---|---|---|---|---|',
   ]
   for r in records:
     eps = '-' if r['epsilon'] is None else f"{r['epsilon']:.3f}"
     lines.append(
         f"| {r['aggregator']} | {100 * r['final_metric']:.2f} | {eps} | "
-        f"{r['rounds']} | {r['upload_bits_total'] / GIGABYTE_BITS:.4g} | "
+        f"{r['rounds']} | {r.get('downlink', 'full')} | "
+        f"{r['upload_bits_total'] / GIGABYTE_BITS:.4g} | "
         f"{r['download_bits_total'] / GIGABYTE_BITS:.4g} | "
         f"{(r['upload_bits_total'] + r['download_bits_total']) / GIGABYTE_BITS:.4g}"
         f" | {r['seconds_per_round']:.2f} |")
+  ratios = communication_ratios(records)
+  if ratios:
+    lines.append('')
+    lines.append('Total communication per client-round, relative to '
+                 'dp_fedavg: ' + ', '.join(
+                     f'{name} {ratio:.3g}x less' for name, ratio in ratios))
   return '\n'.join(lines) + '\n'
+
+
+def communication_ratios(records: Sequence[dict],
+                         reference: str = 'dp_fedavg') -> list:
+  """(aggregator, ratio) of the reference's total bits per client-round to
+  each other aggregator's; empty without the reference."""
+  per_client = {}
+  for r in records:
+    slots = r['rounds'] * r['clients_per_round']
+    if slots:
+      per_client[r['aggregator']] = (
+          (r['upload_bits_total'] + r['download_bits_total']) / slots)
+  if reference not in per_client:
+    return []
+  return [(name, per_client[reference] / bits)
+          for name, bits in per_client.items()
+          if name != reference and bits > 0]
 
 
 def write_table(output_dir: str, records: Sequence[dict]) -> str:

@@ -51,6 +51,15 @@ _EVAL_EXAMPLES = flags.DEFINE_integer(
 _CLIENT_LR = flags.DEFINE_float('client_lr', None, 'Client SGD learning rate.')
 _SERVER_LR = flags.DEFINE_float('server_lr', None, 'Server learning rate.')
 _PROGRESS = flags.DEFINE_bool('progress', True, 'Show a progress bar.')
+_DOWNLINK = flags.DEFINE_enum(
+    'downlink', 'auto', ['auto', 'history', 'full'],
+    'Server-to-client: history = the messages since a client last took part '
+    '(or the full state when smaller; REC-based aggregators only), full = '
+    'the model; auto = history for dp_rec and rec, full for the others.')
+_VERIFY_CLIENTS = flags.DEFINE_integer(
+    'verify_replay_clients', 3,
+    'With history downlinks, replay this many clients and check their model '
+    'equals the server\'s bit for bit.')
 
 
 def validate_flags():
@@ -74,6 +83,9 @@ def validate_flags():
         f'--target_epsilon must be positive, found {_TARGET_EPSILON.value}.')
   if _DELTA.value is not None and not 0 < _DELTA.value < 1:
     raise app.UsageError(f'--delta must be in (0, 1), found {_DELTA.value}.')
+  if _VERIFY_CLIENTS.value < 0:
+    raise app.UsageError(
+        f'--verify_replay_clients must be >= 0, found {_VERIFY_CLIENTS.value}.')
   for flag in (_ROUNDS, _CLIENTS_PER_ROUND, _EVAL_EVERY, _EVAL_EXAMPLES):
     if flag.value is not None and flag.value < 1:
       raise app.UsageError(f'--{flag.name} must be >= 1, found {flag.value}.')
@@ -117,7 +129,8 @@ def main(argv):
         target_epsilon=_TARGET_EPSILON.value, delta=_DELTA.value,
         seed=_SEED.value, eval_every=_EVAL_EVERY.value,
         eval_examples=_EVAL_EXAMPLES.value, client_lr=_CLIENT_LR.value,
-        server_lr=_SERVER_LR.value, progress=_PROGRESS.value)
+        server_lr=_SERVER_LR.value, progress=_PROGRESS.value,
+        downlink=_DOWNLINK.value, verify_clients=_VERIFY_CLIENTS.value)
   except tasks.MissingDataError as e:
     print(f'error: {e}', file=sys.stderr)
     sys.exit(2)

@@ -9,6 +9,7 @@ import numpy as np
 import tensorflow_federated as tff
 
 from experiments import baselines
+from experiments import downlink as downlink_lib
 from experiments import report
 from experiments import tasks as tasks_lib
 
@@ -22,14 +23,19 @@ def allow_oversize_protos():
     pass
 
 
-def build_process(task: tasks_lib.Task, aggregator_plan, client_lr: float,
-                  server_lr: float):
+DOWNLINKS = ('auto', 'history', 'full')
+
+
+def server_optimizer_for(task: tasks_lib.Task, server_lr: float):
   d = task.defaults
   if d.server_optimizer == 'adam':
-    server_optimizer = tff.learning.optimizers.build_adam(server_lr)
-  else:
-    server_optimizer = tff.learning.optimizers.build_sgdm(
-        server_lr, momentum=d.server_momentum or None)
+    return tff.learning.optimizers.build_adam(server_lr)
+  return tff.learning.optimizers.build_sgdm(
+      server_lr, momentum=d.server_momentum or None)
+
+
+def build_process(task: tasks_lib.Task, aggregator_plan, client_lr: float,
+                  server_optimizer):
   return tff.learning.algorithms.build_unweighted_fed_avg(
       task.baseline.model_fn,
       client_optimizer_fn=tff.learning.optimizers.build_sgdm(client_lr),
@@ -50,8 +56,23 @@ def run_experiment(*, task_name: str, aggregators: Sequence[str],
                    client_lr: Optional[float] = None,
                    server_lr: Optional[float] = None, progress: bool = True,
                    embedded_config: Optional[dict] = None,
+                   downlink: str = 'auto', verify_clients: int = 3,
                    print_fn=print) -> list[dict]:
-  """Trains `task_name` once per aggregator; writes and returns the summary."""
+  """Trains `task_name` once per aggregator; writes and returns the summary.
+
+  `downlink`: `'history'` sends REC-based aggregators' clients the messages
+  since their last round (`tff_dprec.history`), `'full'` the model; `'auto'`
+  (default) is history for dp_rec and rec, the model for the others (which
+  have no messages to send). With history, `verify_clients` clients are
+  replayed and compared bit for bit with the server's model.
+  """
+  if downlink not in DOWNLINKS:
+    raise ValueError(f'downlink={downlink!r} is unknown; choose from '
+                     f'{DOWNLINKS}.')
+  if isinstance(verify_clients, bool) or not isinstance(verify_clients, int) \
+      or verify_clients < 0:
+    raise ValueError(
+        f'verify_clients must be an int >= 0, found {verify_clients!r}.')
   start = time.time()
   task = tasks_lib.create_task(task_name, data_dir,
                                embedded_config=embedded_config)
@@ -83,11 +104,16 @@ def run_experiment(*, task_name: str, aggregators: Sequence[str],
 
   records, curves = [], {}
   for name in aggregators:
+    use_history = downlink != 'full' and name in ('dp_rec', 'rec')
+    if downlink == 'history' and not use_history:
+      print_fn(f'[{task_name}/{name}] no messages to send as history: '
+               'full-model downlink.')
     aggregator_plan = baselines.plan(
         name, value_type=value_type, population=population,
         clients_per_round=clients_per_round, rounds=rounds,
         target_epsilon=target_epsilon, delta=delta, bits=bits,
-        grouping=grouping, noise_stddev=noise_stddev, l2_clip=l2_clip)
+        grouping=grouping, noise_stddev=noise_stddev, l2_clip=l2_clip,
+        record_messages=use_history)
     server_lr = explicit_server_lr or (
         d.private_server_lr if aggregator_plan.private and
         d.private_server_lr else d.server_lr)
@@ -100,6 +126,8 @@ def run_experiment(*, task_name: str, aggregators: Sequence[str],
                                eval_examples=eval_examples,
                                client_lr=client_lr, server_lr=server_lr,
                                task_dir=task_dir, progress=progress,
+                               use_history=use_history,
+                               verify_clients=verify_clients,
                                print_fn=print_fn)
     records.append(record)
     curves[name] = curve
@@ -117,17 +145,27 @@ def run_experiment(*, task_name: str, aggregators: Sequence[str],
 
 def _train_one(task, aggregator_plan, *, rounds, clients_per_round,
                target_epsilon, delta, seed, eval_every, eval_examples,
-               client_lr, server_lr, task_dir, progress, print_fn):
+               client_lr, server_lr, task_dir, progress, use_history,
+               verify_clients, print_fn):
   name = aggregator_plan.name
   if aggregator_plan.needs_test_context:
     # TFF runs DDGauss's secure sum only in the test execution context.
     tff.backends.test.set_sync_test_cpp_execution_context()
   else:
     tff.backends.native.set_sync_local_cpp_execution_context()
+  server_optimizer = server_optimizer_for(task, server_lr)
   process = tff.simulation.compose_dataset_computation_with_learning_process(
       task.dataset_computation,
-      build_process(task, aggregator_plan, client_lr, server_lr))
+      build_process(task, aggregator_plan, client_lr, server_optimizer))
   state = process.initialize()
+  history = None
+  if use_history:
+    history = downlink_lib.HistoryDownlink(
+        model_fn=task.baseline.model_fn, factory=aggregator_plan.rec_sum,
+        server_optimizer=server_optimizer, seed=seed,
+        client_ids=task.train_client_ids, verify_clients=verify_clients)
+    state = history.initialize(process, state,
+                               aggregator_plan.upload_bits_per_client)
   agg_dir = os.path.join(task_dir, name)
   os.makedirs(agg_dir, exist_ok=True)
   metrics_path = os.path.join(agg_dir, 'metrics.csv')
@@ -160,23 +198,28 @@ def _train_one(task, aggregator_plan, *, rounds, clients_per_round,
         break
     ids = rng.choice(client_ids, size=clients_per_round,
                      replace=aggregator_plan.sample_with_replacement)
+    if history is not None:
+      download = history.before_round(round_num - 1, ids, process, state)
+    else:
+      download = aggregator_plan.download_bits_per_client * clients_per_round
     t0 = time.time()
     output = process.next(state, [str(i) for i in ids])
     round_times.append(time.time() - t0)
     state = output.state
+    measured = output.metrics.get('aggregator', {}).get('mean_value', {})
+    if history is not None:
+      history.after_round(round_num - 1, measured['messages'])
     completed = round_num
     if aggregator_plan.private:
       # Counted once the round's messages exist (never under-counted).
       epsilon = next_epsilon
     upload = aggregator_plan.upload_bits_per_client * clients_per_round
-    download = aggregator_plan.download_bits_per_client * clients_per_round
     upload_total += upload
     download_total += download
     train = output.metrics['client_work']['train']
     row = dict(train_loss=float(train['loss']), epsilon=epsilon or 0.0,
                upload_bits=upload, download_bits=download,
                seconds=round_times[-1])
-    measured = output.metrics.get('aggregator', {}).get('mean_value', {})
     if 'upload_bits' in measured:
       # DP-REC reports the bits of the messages it received.
       row['upload_bits'] = int(measured['upload_bits'])
@@ -199,6 +242,8 @@ def _train_one(task, aggregator_plan, *, rounds, clients_per_round,
     bar.close()
   if stopped:
     print_fn(f'[{task.name}/{name}] {stopped}')
+  if history is not None:
+    history.finish(completed, process, state)
   weights = process.get_model_weights(state)
   final = tasks_lib.evaluate(task, weights)
   final_metric = final[task.metric]
@@ -219,7 +264,22 @@ def _train_one(task, aggregator_plan, *, rounds, clients_per_round,
       upload_gb=upload_total / report.GIGABYTE_BITS,
       download_gb=download_total / report.GIGABYTE_BITS,
       seconds_per_round=float(np.mean(round_times)) if round_times else 0.0,
-      stopped=stopped)
+      stopped=stopped,
+      downlink='history' if history is not None else 'full')
+  if history is not None:
+    record.update(history.summary())
+    record['download_bits_per_client_round'] = (
+        download_total / max(1, history.history_downlinks +
+                             history.full_downlinks))
+    exact = ('bit-exact' if history.mismatches == 0 else
+             f'{history.mismatches} MISMATCHES, max |diff| '
+             f'{history.max_abs_diff:.3g}')
+    print_fn(f'[{task.name}/{name}] history downlink: '
+             f'{history.history_downlinks} histories, '
+             f'{history.full_downlinks} full states '
+             f'({history.full_bits} bits each); replay of '
+             f'{len(history.tracked)} clients, {history.checks} checks: '
+             f'{exact}.')
   print_fn(f'[{task.name}/{name}] final {task.metric_label}='
            f'{final_metric:.4f} epsilon={epsilon} rounds={completed} '
            f'{record["seconds_per_round"]:.2f} s/round')

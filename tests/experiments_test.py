@@ -149,6 +149,68 @@ class SmokeTest(tf.test.TestCase):
                      64 + by_name['dp_rec']['params']['total_bits'])
     self.assertLess(by_name['dp_rec']['upload_bits_total'],
                     by_name['dp_fedavg']['upload_bits_total'] / 100)
+    # REC-based aggregators send histories; the replayed clients' models
+    # equal the server's bit for bit.
+    for name in ('dp_rec', 'rec'):
+      record = by_name[name]
+      self.assertEqual(record['downlink'], 'history')
+      self.assertEqual(record['replay_mismatches'], 0)
+      self.assertGreaterEqual(record['replay_checks'], 3)
+      self.assertEqual(record['replay_max_abs_diff'], 0.0)
+      # First round: R' only; second round: R' plus one round of 4 messages
+      # for newcomers, one round alone for returning clients.
+      self.assertLess(record['download_bits_total'],
+                      by_name['dp_fedavg']['download_bits_total'] / 100)
+    for name in ('dp_fedavg', 'ddgauss16', 'fedavg'):
+      self.assertEqual(by_name[name]['downlink'], 'full')
+
+  def test_history_download_bits_come_from_the_messages(self):
+    output_dir = self.create_tempdir().full_path
+    records = training.run_experiment(
+        task_name='digits', aggregators=['dp_rec'],
+        data_dir=self.create_tempdir().full_path, output_dir=output_dir,
+        rounds=3, clients_per_round=4, target_epsilon=8.0, eval_every=10,
+        progress=False, verify_clients=2, print_fn=lambda *a: None)
+    record = records[0]
+    message = record['upload_bits_per_client_round']
+    with open(os.path.join(output_dir, 'digits', 'dp_rec',
+                           'metrics.csv')) as f:
+      rows = list(csv.DictReader(f))
+    downloads = [int(r['download_bits']) for r in rows]
+    # Round 1: each distinct client gets R' (64 bits) only.
+    self.assertEqual(downloads[0] % 64, 0)
+    self.assertBetween(downloads[0], 64, 4 * 64)
+    # Later rounds: R' for newcomers, plus a 32-bit count and 4 messages per
+    # missed round.
+    for t, bits in enumerate(downloads[1:], start=1):
+      rest = bits % (32 + 4 * message)
+      self.assertEqual(rest % 64, 0, f'round {t + 1}: {bits}')
+      self.assertGreater(bits, 0)
+    self.assertEqual(sum(downloads), record['download_bits_total'])
+    self.assertEqual(record['replay_mismatches'], 0)
+    self.assertEqual(record['full_downlinks'], 0)
+
+  def test_full_downlink_for_dp_rec(self):
+    output_dir = self.create_tempdir().full_path
+    records = training.run_experiment(
+        task_name='digits', aggregators=['dp_rec'],
+        data_dir=self.create_tempdir().full_path, output_dir=output_dir,
+        rounds=2, clients_per_round=4, target_epsilon=8.0, eval_every=10,
+        progress=False, downlink='full', print_fn=lambda *a: None)
+    record = records[0]
+    self.assertEqual(record['downlink'], 'full')
+    self.assertEqual(record['download_bits_total'],
+                     2 * 4 * record['download_bits_per_client_round'])
+    self.assertNotIn('replay_checks', record)
+
+  def test_bad_downlink_arguments(self):
+    for kwargs, message in ((dict(downlink='broadcast'), 'downlink'),
+                            (dict(verify_clients=-1), 'verify_clients')):
+      with self.assertRaisesRegex(ValueError, message):
+        training.run_experiment(
+            task_name='digits', aggregators=['dp_rec'], data_dir='/tmp',
+            output_dir=self.create_tempdir().full_path, print_fn=print,
+            **kwargs)
 
   def test_digits_all_aggregators(self):
     output_dir = self.create_tempdir().full_path
@@ -232,6 +294,9 @@ class CliTest(parameterized.TestCase):
       ('epsilon_zero', ['--target_epsilon=0'], 'target_epsilon'),
       ('unknown_aggregator', ['--aggregators=dp_rec,magic'], 'magic'),
       ('bad_grouping', ['--grouping=layers'], 'grouping'),
+      ('bad_downlink', ['--downlink=broadcast'], 'downlink'),
+      ('negative_verify', ['--verify_replay_clients=-1'],
+       'verify_replay_clients'),
       ('missing_real_data', ['--task=mnist', '--data_dir=/nonexistent'],
        'mnist.npz'),
   )

@@ -1,0 +1,123 @@
+"""Server-to-client history compression in the training loop, with checks.
+
+Wires `tff_dprec.history` into a `tff.learning` process: the initial model
+from a seed R', one `Downlink` per distinct client of each round (its bits are
+what the results count), the round's messages into the log, and the replay of
+a sample of clients compared bit for bit with the server's model.
+"""
+
+from typing import Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from tff_dprec import history
+
+
+class HistoryDownlink:
+  """Decides and measures downlinks; replays tracked clients to verify."""
+
+  def __init__(self, *, model_fn, factory, server_optimizer, seed: int,
+               client_ids: Sequence[str], verify_clients: int):
+    self._model_fn = model_fn
+    self._factory = factory
+    rng = np.random.default_rng([seed, 0x4849])  # Apart from sampling's.
+    self.initial_seed = int(rng.integers(2**62))
+    count = min(verify_clients, len(client_ids))
+    self.tracked = set(str(c) for c in rng.choice(
+        np.asarray(client_ids), size=count, replace=False))
+    self._replay = history.ClientReplay(
+        model_fn=model_fn, factory=factory, server_optimizer=server_optimizer)
+    self._server = None
+    self._clients = {}
+    self.history_downlinks = 0
+    self.full_downlinks = 0
+    self.checks = 0
+    self.mismatches = 0
+    self.max_abs_diff = 0.0
+
+  def initialize(self, process, state, message_bits: int):
+    """Sets the model to the one R' gives; returns the new state."""
+    weights = history.seeded_model_weights(self._model_fn, self.initial_seed)
+    state = process.set_model_weights(state, weights)
+    full_bits = history.structure_bits(
+        (process.get_model_weights(state), state.finalizer))
+    self._server = history.HistoryServer(
+        message_bits=message_bits, full_bits=full_bits,
+        initial_seed=self.initial_seed)
+    return state
+
+  @property
+  def full_bits(self) -> int:
+    return self._server.full_bits
+
+  @property
+  def log_rounds(self) -> int:
+    return self._server.log_rounds
+
+  def before_round(self, round_index: int, client_ids, process,
+                   state) -> int:
+    """Downlinks of round `round_index` (0-based); returns their bits."""
+    bits = 0
+    for client in sorted(set(str(c) for c in client_ids)):
+      downlink = self._server.downlink(client, round_index)
+      bits += downlink.bits
+      if downlink.kind == history.HISTORY:
+        self.history_downlinks += 1
+      else:
+        self.full_downlinks += 1
+      if client in self.tracked:
+        self._check(client, downlink, process, state)
+    return bits
+
+  def after_round(self, round_index: int, messages) -> None:
+    self._server.record_round(round_index, messages)
+
+  def finish(self, round_index: int, process, state) -> None:
+    """Brings every tracked client to the final model and checks it."""
+    for client in sorted(self.tracked):
+      self._check(client, self._server.downlink(client, round_index),
+                  process, state)
+
+  def _check(self, client, downlink, process, state):
+    server_weights = process.get_model_weights(state)
+    if downlink.kind == history.HISTORY:
+      payload = self._server.messages(downlink)
+    else:
+      payload = (server_weights, state.finalizer)
+    replayed = self._replay.receive(self._clients.get(client), downlink,
+                                    payload)
+    self._clients[client] = replayed
+    self.checks += 1
+    exact = (_bit_equal(replayed.weights, server_weights) and
+             _bit_equal(replayed.optimizer_state, state.finalizer))
+    if not exact:
+      self.mismatches += 1
+    for a, b in zip(tf.nest.flatten(replayed.weights),
+                    tf.nest.flatten(server_weights)):
+      diff = np.max(np.abs(np.asarray(a, np.float64) -
+                           np.asarray(b, np.float64)), initial=0.0)
+      self.max_abs_diff = max(self.max_abs_diff, float(diff))
+
+  def summary(self) -> dict:
+    return dict(
+        initial_seed=self.initial_seed,
+        full_state_bits=self.full_bits,
+        history_downlinks=self.history_downlinks,
+        full_downlinks=self.full_downlinks,
+        replay_clients=len(self.tracked),
+        replay_checks=self.checks,
+        replay_mismatches=self.mismatches,
+        replay_max_abs_diff=self.max_abs_diff,
+        log_rounds_kept=self.log_rounds)
+
+
+def _bit_equal(a, b) -> bool:
+  a, b = tf.nest.flatten(a), tf.nest.flatten(b)
+  if len(a) != len(b):
+    return False
+  for x, y in zip(a, b):
+    x, y = np.asarray(x), np.asarray(y)
+    if x.shape != y.shape or x.dtype != y.dtype or x.tobytes() != y.tobytes():
+      return False
+  return True
