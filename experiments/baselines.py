@@ -41,12 +41,15 @@ class AggregatorPlan:
 def plan(name: str, *, value_type, population: int, clients_per_round: int,
          rounds: int, target_epsilon: float, delta: float, bits: int,
          grouping, noise_stddev: float, l2_clip: float,
-         record_messages: bool = False) -> AggregatorPlan:
+         record_messages: bool = False,
+         insecure_test_seed: Optional[int] = None) -> AggregatorPlan:
   """Builds and calibrates aggregator `name` for `value_type` (model weights).
 
   Private aggregators are calibrated so that epsilon after `rounds` rounds is
   at most `target_epsilon` at `delta`. `record_messages` makes the REC-based
-  aggregators report their messages (for history downlinks).
+  aggregators report their messages (for history downlinks);
+  `insecure_test_seed` (tests only, not private) makes their messages
+  deterministic.
 
   Raises:
     ValueError: For an unknown aggregator.
@@ -81,7 +84,8 @@ def plan(name: str, *, value_type, population: int, clients_per_round: int,
 
     rec_sum = dp_rec.DPRecSumFactory(noise_stddev, clip, bits=bits,
                                      grouping=grouping,
-                                     record_messages=record_messages)
+                                     record_messages=record_messages,
+                                     insecure_test_seed=insecure_test_seed)
     factory = tff.aggregators.UnweightedMeanFactory(value_sum_factory=rec_sum)
     return AggregatorPlan(
         name, factory, private=name == 'dp_rec', sample_with_replacement=True,

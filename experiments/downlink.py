@@ -10,19 +10,33 @@ from typing import Sequence
 
 import numpy as np
 import tensorflow as tf
+import tensorflow_federated as tff
 
 from tff_dprec import history
 
 
+def initial_model_seed(seed: int) -> int:
+  """The seed R' of the initial model of a run with sampling seed `seed`."""
+  return int(np.random.default_rng([seed, 0x5245]).integers(2**62))
+
+
 class HistoryDownlink:
-  """Decides and measures downlinks; replays tracked clients to verify."""
+  """Decides and measures downlinks; replays tracked clients to verify.
+
+  Tracks `verify_clients` clients drawn at random from the population (most
+  are first seen at the end: the longest histories) and the first
+  `verify_clients` distinct clients of round 1 (returning clients, checked at
+  every later participation), and checks each replay bit for bit against the
+  server's model and optimizer state.
+  """
 
   def __init__(self, *, model_fn, factory, server_optimizer, seed: int,
                client_ids: Sequence[str], verify_clients: int):
     self._model_fn = model_fn
     self._factory = factory
     rng = np.random.default_rng([seed, 0x4849])  # Apart from sampling's.
-    self.initial_seed = int(rng.integers(2**62))
+    self.initial_seed = initial_model_seed(seed)
+    self._verify_clients = verify_clients
     count = min(verify_clients, len(client_ids))
     self.tracked = set(str(c) for c in rng.choice(
         np.asarray(client_ids), size=count, replace=False))
@@ -37,15 +51,12 @@ class HistoryDownlink:
     self.max_abs_diff = 0.0
 
   def initialize(self, process, state, message_bits: int):
-    """Sets the model to the one R' gives; returns the new state."""
-    weights = history.seeded_model_weights(self._model_fn, self.initial_seed)
-    state = process.set_model_weights(state, weights)
+    """Starts the log; the model in `state` must be the one R' gives."""
     full_bits = history.structure_bits(
         (process.get_model_weights(state), state.finalizer))
     self._server = history.HistoryServer(
         message_bits=message_bits, full_bits=full_bits,
         initial_seed=self.initial_seed)
-    return state
 
   @property
   def full_bits(self) -> int:
@@ -59,7 +70,10 @@ class HistoryDownlink:
                    state) -> int:
     """Downlinks of round `round_index` (0-based); returns their bits."""
     bits = 0
-    for client in sorted(set(str(c) for c in client_ids)):
+    distinct = sorted(set(str(c) for c in client_ids))
+    if round_index == 0:
+      self.tracked.update(distinct[:self._verify_clients])
+    for client in distinct:
       downlink = self._server.downlink(client, round_index)
       bits += downlink.bits
       if downlink.kind == history.HISTORY:
@@ -98,6 +112,38 @@ class HistoryDownlink:
       diff = np.max(np.abs(np.asarray(a, np.float64) -
                            np.asarray(b, np.float64)), initial=0.0)
       self.max_abs_diff = max(self.max_abs_diff, float(diff))
+
+  def get_state(self) -> dict:
+    """Everything needed to continue after a restart (JSON-encodable)."""
+    clients = {}
+    for client, replay_state in self._clients.items():
+      clients[client] = dict(
+          round_num=replay_state.round_num,
+          trainable=[np.asarray(w) for w in replay_state.weights.trainable],
+          non_trainable=[np.asarray(w)
+                         for w in replay_state.weights.non_trainable],
+          optimizer=[np.asarray(x) for x in
+                     tf.nest.flatten(replay_state.optimizer_state)])
+    return dict(
+        server=self._server.get_state(), clients=clients,
+        tracked=sorted(self.tracked),
+        counters=[self.history_downlinks, self.full_downlinks, self.checks,
+                  self.mismatches, self.max_abs_diff])
+
+  def restore(self, state: dict) -> None:
+    self._server = history.HistoryServer.from_state(state['server'])
+    self.tracked = set(state['tracked'])
+    (self.history_downlinks, self.full_downlinks, self.checks,
+     self.mismatches, self.max_abs_diff) = state['counters']
+    self._clients = {}
+    for client, saved in state['clients'].items():
+      self._clients[client] = history.ReplayState(
+          round_num=saved['round_num'],
+          weights=tff.learning.models.ModelWeights(
+              trainable=list(saved['trainable']),
+              non_trainable=list(saved['non_trainable'])),
+          optimizer_state=self._replay.optimizer_state_from_leaves(
+              saved['optimizer']))
 
   def summary(self) -> dict:
     return dict(

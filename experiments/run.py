@@ -56,6 +56,15 @@ _DOWNLINK = flags.DEFINE_enum(
     'Server-to-client: history = the messages since a client last took part '
     '(or the full state when smaller; REC-based aggregators only), full = '
     'the model; auto = history for dp_rec and rec, full for the others.')
+_RESUME = flags.DEFINE_bool(
+    'resume', True,
+    'Continue from the newest valid checkpoint in --output_dir (rounds lost '
+    'in a crash count as spent privacy); --noresume starts over and removes '
+    'the old checkpoints.')
+_INSECURE_TEST_SEED = flags.DEFINE_integer(
+    'insecure_test_seed', None,
+    'TESTS ONLY, NOT PRIVATE: DP-REC client seeds become deterministic '
+    'functions of this value and the update, so reruns are reproducible.')
 _VERIFY_CLIENTS = flags.DEFINE_integer(
     'verify_replay_clients', 3,
     'With history downlinks, replay this many clients and check their model '
@@ -115,6 +124,7 @@ def main(argv):
   validate_flags()
   from experiments import worker_reaper  # pylint: disable=g-import-not-at-top
   worker_reaper.install()
+  from experiments import checkpoints  # pylint: disable=g-import-not-at-top
   from experiments import training  # pylint: disable=g-import-not-at-top
   from experiments import tasks  # pylint: disable=g-import-not-at-top
   try:
@@ -130,8 +140,10 @@ def main(argv):
         seed=_SEED.value, eval_every=_EVAL_EVERY.value,
         eval_examples=_EVAL_EXAMPLES.value, client_lr=_CLIENT_LR.value,
         server_lr=_SERVER_LR.value, progress=_PROGRESS.value,
-        downlink=_DOWNLINK.value, verify_clients=_VERIFY_CLIENTS.value)
-  except tasks.MissingDataError as e:
+        downlink=_DOWNLINK.value, verify_clients=_VERIFY_CLIENTS.value,
+        resume=_RESUME.value, insecure_test_seed=_INSECURE_TEST_SEED.value)
+  except (tasks.MissingDataError,
+          checkpoints.CheckpointConfigMismatchError) as e:
     print(f'error: {e}', file=sys.stderr)
     sys.exit(2)
   del summary

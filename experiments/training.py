@@ -2,13 +2,17 @@
 
 import asyncio
 import os
+import signal
 import time
 from typing import Optional, Sequence
 
 import numpy as np
 import tensorflow_federated as tff
 
+from tff_dprec import history as tff_history
+
 from experiments import baselines
+from experiments import checkpoints
 from experiments import downlink as downlink_lib
 from experiments import report
 from experiments import tasks as tasks_lib
@@ -24,6 +28,14 @@ def allow_oversize_protos():
 
 
 DOWNLINKS = ('auto', 'history', 'full')
+# Tests only: "<aggregator>:<round>:<started|trained|saved>" makes the run
+# SIGKILL itself at that point, to test resuming.
+TEST_KILL_ENV = 'TFF_DPREC_TEST_KILL'
+
+
+def _maybe_kill(kill_at: str, name: str, round_num: int, phase: str):
+  if kill_at and kill_at == f'{name}:{round_num}:{phase}':
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def server_optimizer_for(task: tasks_lib.Task, server_lr: float):
@@ -57,6 +69,8 @@ def run_experiment(*, task_name: str, aggregators: Sequence[str],
                    server_lr: Optional[float] = None, progress: bool = True,
                    embedded_config: Optional[dict] = None,
                    downlink: str = 'auto', verify_clients: int = 3,
+                   resume: bool = True,
+                   insecure_test_seed: Optional[int] = None,
                    print_fn=print) -> list[dict]:
   """Trains `task_name` once per aggregator; writes and returns the summary.
 
@@ -65,6 +79,12 @@ def run_experiment(*, task_name: str, aggregators: Sequence[str],
   (default) is history for dp_rec and rec, the model for the others (which
   have no messages to send). With history, `verify_clients` clients are
   replayed and compared bit for bit with the server's model.
+
+  Every round is checkpointed under `output_dir` (`experiments.checkpoints`);
+  with `resume` (default) a run continues from the newest valid checkpoint,
+  counting rounds lost in a crash as spent privacy. `insecure_test_seed`
+  (tests only, not private) makes DP-REC's messages reproducible, so a
+  resumed run can be compared with an uninterrupted one.
   """
   if downlink not in DOWNLINKS:
     raise ValueError(f'downlink={downlink!r} is unknown; choose from '
@@ -113,7 +133,11 @@ def run_experiment(*, task_name: str, aggregators: Sequence[str],
         clients_per_round=clients_per_round, rounds=rounds,
         target_epsilon=target_epsilon, delta=delta, bits=bits,
         grouping=grouping, noise_stddev=noise_stddev, l2_clip=l2_clip,
-        record_messages=use_history)
+        record_messages=use_history, insecure_test_seed=insecure_test_seed)
+    if insecure_test_seed is not None and name in ('dp_rec', 'rec'):
+      print_fn(f'[{task_name}/{name}] WARNING: insecure test mode: client '
+               'seeds are deterministic functions of their updates; the '
+               'privacy guarantee does not hold.')
     server_lr = explicit_server_lr or (
         d.private_server_lr if aggregator_plan.private and
         d.private_server_lr else d.server_lr)
@@ -127,7 +151,8 @@ def run_experiment(*, task_name: str, aggregators: Sequence[str],
                                client_lr=client_lr, server_lr=server_lr,
                                task_dir=task_dir, progress=progress,
                                use_history=use_history,
-                               verify_clients=verify_clients,
+                               verify_clients=verify_clients, resume=resume,
+                               insecure_test_seed=insecure_test_seed,
                                print_fn=print_fn)
     records.append(record)
     curves[name] = curve
@@ -146,7 +171,7 @@ def run_experiment(*, task_name: str, aggregators: Sequence[str],
 def _train_one(task, aggregator_plan, *, rounds, clients_per_round,
                target_epsilon, delta, seed, eval_every, eval_examples,
                client_lr, server_lr, task_dir, progress, use_history,
-               verify_clients, print_fn):
+               verify_clients, resume, insecure_test_seed, print_fn):
   name = aggregator_plan.name
   if aggregator_plan.needs_test_context:
     # TFF runs DDGauss's secure sum only in the test execution context.
@@ -157,41 +182,98 @@ def _train_one(task, aggregator_plan, *, rounds, clients_per_round,
   process = tff.simulation.compose_dataset_computation_with_learning_process(
       task.dataset_computation,
       build_process(task, aggregator_plan, client_lr, server_optimizer))
-  state = process.initialize()
+  # Every aggregator starts from the same model, a function of `seed` (R').
+  state = process.set_model_weights(
+      process.initialize(),
+      tff_history.seeded_model_weights(
+          task.baseline.model_fn, downlink_lib.initial_model_seed(seed)))
   history = None
   if use_history:
     history = downlink_lib.HistoryDownlink(
         model_fn=task.baseline.model_fn, factory=aggregator_plan.rec_sum,
         server_optimizer=server_optimizer, seed=seed,
         client_ids=task.train_client_ids, verify_clients=verify_clients)
-    state = history.initialize(process, state,
-                               aggregator_plan.upload_bits_per_client)
+    history.initialize(process, state, aggregator_plan.upload_bits_per_client)
   agg_dir = os.path.join(task_dir, name)
   os.makedirs(agg_dir, exist_ok=True)
+  config = dict(
+      task=task.name, data_source=task.data_source,
+      population=task.population, aggregator=name,
+      params=_jsonable(aggregator_plan.params), rounds=rounds,
+      clients_per_round=clients_per_round, target_epsilon=target_epsilon,
+      delta=delta, seed=seed, eval_every=eval_every,
+      eval_examples=eval_examples, client_lr=client_lr, server_lr=server_lr,
+      history=use_history, verify_clients=verify_clients,
+      insecure_test_seed=insecure_test_seed)
+  checkpointer = checkpoints.RunCheckpointer(agg_dir, config,
+                                             print_fn=print_fn)
   metrics_path = os.path.join(agg_dir, 'metrics.csv')
-  if os.path.exists(metrics_path):
-    os.remove(metrics_path)
-  release_manager = tff.program.CSVFileReleaseManager(
-      file_path=metrics_path, save_mode=tff.program.CSVSaveMode.WRITE,
-      key_fieldname='round')
+  if not resume:
+    checkpointer.remove_all()
+  else:
+    done = checkpointer.read_record()
+    if done is not None:
+      print_fn(f'[{task.name}/{name}] already finished in {agg_dir}; '
+               'reusing its record (--noresume to rerun).')
+      return done['record'], [tuple(p) for p in done['curve']]
   rng = np.random.default_rng(seed)
   client_ids = np.array(task.train_client_ids)
   curve = []
   upload_total = download_total = 0
-  epsilon = 0.0 if aggregator_plan.private else None
   stopped = None
   round_times = []
   last_metric = None
-  iterator = range(1, rounds + 1)
+  completed = 0
+  # Rounds that ran (messages may have been released) but were lost in a
+  # crash before their checkpoint: spent privacy, counted on top.
+  lost_rounds = 0
+  loaded = checkpointer.load_latest(state) if resume else None
+  ledger = checkpointer.read_ledger() if resume else dict(started=0, lost=0)
+  if loaded is not None:
+    completed, state, driver = loaded
+    rng.bit_generator.state = driver['rng']
+    upload_total, download_total = driver['totals']
+    round_times = list(driver['round_times'])
+    curve = [tuple(p) for p in driver['curve']]
+    last_metric = driver['last_metric']
+    lost_rounds = driver['lost_rounds']
+    if history is not None:
+      history.restore(driver['history'])
+    print_fn(f'[{task.name}/{name}] resuming after round {completed} from '
+             f'{agg_dir}/checkpoints.')
+  elif os.path.exists(metrics_path):
+    os.remove(metrics_path)
+  # Releasing round r drops rows >= r left by a run that crashed after it.
+  release_manager = tff.program.CSVFileReleaseManager(
+      file_path=metrics_path, save_mode=tff.program.CSVSaveMode.WRITE,
+      key_fieldname='round')
+  # Every round ever started counts; those not in the checkpoint are lost.
+  unrecorded = max(
+      0, ledger['lost'] + ledger['started'] - completed - lost_rounds)
+  if unrecorded:
+    if insecure_test_seed is None:
+      lost_rounds += unrecorded
+      print_fn(f'[{task.name}/{name}] {unrecorded} round(s) ran after the '
+               'last checkpoint and were lost; their messages may have been '
+               'released, so they count as spent privacy.')
+    else:
+      # Test mode: rerunning the round reproduces the same messages.
+      print_fn(f'[{task.name}/{name}] {unrecorded} lost round(s) rerun in '
+               'insecure test mode (same messages, no extra privacy cost).')
+  epsilon = None
+  if aggregator_plan.private:
+    epsilon = aggregator_plan.epsilon_after(completed + lost_rounds)
+  kill_at = os.environ.get(TEST_KILL_ENV, '')
+  iterator = range(completed + 1, rounds + 1)
   bar = None
   if progress:
     from tqdm import auto as tqdm  # pylint: disable=g-import-not-at-top
-    bar = tqdm.tqdm(iterator, desc=f'{task.name}/{name}', leave=True)
+    bar = tqdm.tqdm(iterator, desc=f'{task.name}/{name}', leave=True,
+                    initial=completed, total=rounds)
     iterator = bar
-  completed = 0
   for round_num in iterator:
     if aggregator_plan.private:
-      next_epsilon = aggregator_plan.epsilon_after(round_num)
+      next_epsilon = aggregator_plan.epsilon_after(round_num + lost_rounds)
       if next_epsilon > target_epsilon * (1 + 1e-9):
         stopped = (f'stopped before round {round_num}: epsilon would reach '
                    f'{next_epsilon:.4f} > {target_epsilon}')
@@ -202,16 +284,19 @@ def _train_one(task, aggregator_plan, *, rounds, clients_per_round,
       download = history.before_round(round_num - 1, ids, process, state)
     else:
       download = aggregator_plan.download_bits_per_client * clients_per_round
+    # Durably recorded before any message can exist (never under-counted).
+    checkpointer.write_ledger(started=round_num, lost=lost_rounds)
+    _maybe_kill(kill_at, name, round_num, 'started')
     t0 = time.time()
     output = process.next(state, [str(i) for i in ids])
     round_times.append(time.time() - t0)
     state = output.state
+    _maybe_kill(kill_at, name, round_num, 'trained')
     measured = output.metrics.get('aggregator', {}).get('mean_value', {})
     if history is not None:
       history.after_round(round_num - 1, measured['messages'])
     completed = round_num
     if aggregator_plan.private:
-      # Counted once the round's messages exist (never under-counted).
       epsilon = next_epsilon
     upload = aggregator_plan.upload_bits_per_client * clients_per_round
     upload_total += upload
@@ -230,6 +315,12 @@ def _train_one(task, aggregator_plan, *, rounds, clients_per_round,
       row[task.metric] = last_metric
       curve.append((epsilon, last_metric))
     asyncio.run(release_manager.release(row, key=round_num))
+    checkpointer.save(round_num, state, dict(
+        rng=rng.bit_generator.state, totals=[upload_total, download_total],
+        round_times=round_times, curve=curve, last_metric=last_metric,
+        lost_rounds=lost_rounds,
+        history=None if history is None else history.get_state()))
+    _maybe_kill(kill_at, name, round_num, 'saved')
     if bar is not None:
       postfix = dict(loss=f"{row['train_loss']:.4f}")
       if last_metric is not None:
@@ -265,7 +356,9 @@ def _train_one(task, aggregator_plan, *, rounds, clients_per_round,
       download_gb=download_total / report.GIGABYTE_BITS,
       seconds_per_round=float(np.mean(round_times)) if round_times else 0.0,
       stopped=stopped,
-      downlink='history' if history is not None else 'full')
+      downlink='history' if history is not None else 'full',
+      lost_rounds=lost_rounds,
+      insecure_test_mode=insecure_test_seed is not None)
   if history is not None:
     record.update(history.summary())
     record['download_bits_per_client_round'] = (
@@ -280,6 +373,7 @@ def _train_one(task, aggregator_plan, *, rounds, clients_per_round,
              f'({history.full_bits} bits each); replay of '
              f'{len(history.tracked)} clients, {history.checks} checks: '
              f'{exact}.')
+  checkpointer.write_record(record, curve)
   print_fn(f'[{task.name}/{name}] final {task.metric_label}='
            f'{final_metric:.4f} epsilon={epsilon} rounds={completed} '
            f'{record["seconds_per_round"]:.2f} s/round')

@@ -343,5 +343,39 @@ class ExecutionTest(tf.test.TestCase):
     self.assertLess(losses[-1], 0.3 * losses[0])
 
 
+class InsecureTestModeTest(tf.test.TestCase):
+  """The opt-in deterministic mode reproduces messages; the default never."""
+
+  def _messages(self, factory, values):
+    encode = factory.client_encoder(_STRUCT)
+    return [encode(v) for v in values]
+
+  def test_deterministic_per_update_and_seed(self):
+    value = collections.OrderedDict(a=np.array([0.3, -0.1, 0.2], np.float32),
+                                    b=np.full([2, 2], 0.05, np.float32))
+    other = collections.OrderedDict(a=np.array([0.3, -0.1, 0.25], np.float32),
+                                    b=np.full([2, 2], 0.05, np.float32))
+    factory = dp_rec.DPRecSumFactory(noise_stddev=0.1, l2_clip=1.0, bits=10,
+                                     insecure_test_seed=7)
+    first, second, changed = self._messages(factory, [value, value, other])
+    self.assertEqual(first['seed'], second['seed'])
+    self.assertAllEqual(first['indices'], second['indices'])
+    self.assertNotEqual(first['seed'], changed['seed'])
+    again = dp_rec.DPRecSumFactory(noise_stddev=0.1, l2_clip=1.0, bits=10,
+                                   insecure_test_seed=8)
+    self.assertNotEqual(self._messages(again, [value])[0]['seed'],
+                        first['seed'])
+    private = dp_rec.DPRecSumFactory(noise_stddev=0.1, l2_clip=1.0, bits=10)
+    self.assertIsNone(private.insecure_test_seed)
+    a, b = self._messages(private, [value, value])
+    self.assertNotEqual(a['seed'], b['seed'])
+
+  def test_bad_test_seed(self):
+    for bad in ('1', 1.0, True):
+      with self.assertRaisesRegex(TypeError, 'insecure_test_seed'):
+        dp_rec.DPRecSumFactory(noise_stddev=0.1, l2_clip=1.0,
+                               insecure_test_seed=bad)
+
+
 if __name__ == '__main__':
   tf.test.main()

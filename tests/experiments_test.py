@@ -3,6 +3,7 @@
 import csv
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -284,6 +285,130 @@ class AuditTest(tf.test.TestCase):
     # c = 0: both inputs are zero, so the bound is 0 up to the 95% level.
     result = audit.run_audit(clip_ratio=0.0, trials=3000, seed=2)
     self.assertLess(result['empirical_epsilon_lower_bound'], 0.3)
+
+
+def _run_cli(args, env_extra=None, timeout=600):
+  env = dict(os.environ)
+  env.pop(training.TEST_KILL_ENV, None)
+  env.update(env_extra or {})
+  return subprocess.run(
+      [sys.executable, '-m', 'experiments.run', '--noprogress'] + args,
+      cwd=_REPO, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def _summary(output_dir, task='digits'):
+  with open(os.path.join(output_dir, task, 'summary.json')) as f:
+    return {r['aggregator']: r for r in json.load(f)}
+
+
+_COMPARED = ('final_metric', 'final_metrics', 'epsilon', 'rounds',
+             'upload_bits_total', 'download_bits_total', 'lost_rounds')
+
+
+class ResumeTest(tf.test.TestCase):
+  """SIGKILL at any phase of a round, resume: same results as no crash."""
+
+  def _args(self, output_dir, data_dir, aggregators='dp_rec,fedavg'):
+    return [f'--task=digits', f'--aggregators={aggregators}', '--rounds=5',
+            '--clients_per_round=4', '--target_epsilon=8', '--eval_every=2',
+            '--insecure_test_seed=11', f'--output_dir={output_dir}',
+            f'--data_dir={data_dir}']
+
+  def test_killed_runs_resume_to_the_same_result(self):
+    data_dir = self.create_tempdir().full_path
+    reference_dir = self.create_tempdir().full_path
+    result = _run_cli(self._args(reference_dir, data_dir))
+    self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+    reference = _summary(reference_dir)
+    self.assertTrue(reference['dp_rec']['insecure_test_mode'])
+    self.assertEqual(reference['dp_rec']['replay_mismatches'], 0)
+    for kill_at in ('dp_rec:3:started', 'dp_rec:3:trained',
+                    'dp_rec:4:saved', 'fedavg:2:trained'):
+      output_dir = self.create_tempdir().full_path
+      killed = _run_cli(self._args(output_dir, data_dir),
+                        {training.TEST_KILL_ENV: kill_at})
+      self.assertEqual(killed.returncode, -signal.SIGKILL, kill_at)
+      resumed = _run_cli(self._args(output_dir, data_dir))
+      self.assertEqual(resumed.returncode, 0, resumed.stderr[-3000:])
+      self.assertIn('resuming after round', resumed.stdout + resumed.stderr)
+      got = _summary(output_dir)
+      for name in ('dp_rec', 'fedavg'):
+        for key in _COMPARED:
+          self.assertEqual(got[name][key], reference[name][key],
+                           f'{kill_at}: {name} {key}')
+      with open(os.path.join(output_dir, 'digits', 'dp_rec',
+                             'metrics.csv')) as f:
+        rounds = [int(r['round']) for r in csv.DictReader(f)]
+      self.assertEqual(rounds, [1, 2, 3, 4, 5], kill_at)
+
+  def test_corrupt_checkpoint_is_reported_and_skipped(self):
+    data_dir = self.create_tempdir().full_path
+    reference_dir = self.create_tempdir().full_path
+    args = self._args(reference_dir, data_dir, aggregators='dp_rec')
+    self.assertEqual(_run_cli(args).returncode, 0)
+    output_dir = self.create_tempdir().full_path
+    args = self._args(output_dir, data_dir, aggregators='dp_rec')
+    killed = _run_cli(args, {training.TEST_KILL_ENV: 'dp_rec:4:saved'})
+    self.assertEqual(killed.returncode, -signal.SIGKILL)
+    newest = os.path.join(output_dir, 'digits', 'dp_rec', 'checkpoints',
+                          'round_4')
+    data_files = [os.path.join(root, f) for root, _, files in os.walk(newest)
+                  for f in files if 'data' in f]
+    self.assertNotEmpty(data_files)
+    for path in data_files:  # Flip bytes in the middle of the tensors.
+      with open(path, 'r+b') as f:
+        size = os.path.getsize(path)
+        f.seek(size // 2)
+        chunk = f.read(16)
+        f.seek(size // 2)
+        f.write(bytes(b ^ 0xFF for b in chunk))
+    resumed = _run_cli(args)
+    self.assertEqual(resumed.returncode, 0, resumed.stderr[-3000:])
+    log = resumed.stdout + resumed.stderr
+    self.assertIn('corrupt or partial', log)
+    self.assertIn('resuming after round 3', log)
+    got = _summary(output_dir)['dp_rec']
+    want = _summary(reference_dir)['dp_rec']
+    for key in _COMPARED:
+      self.assertEqual(got[key], want[key], key)
+
+  def test_lost_round_counts_as_spent_privacy(self):
+    data_dir = self.create_tempdir().full_path
+    output_dir = self.create_tempdir().full_path
+    args = ['--task=digits', '--aggregators=dp_rec', '--rounds=5',
+            '--clients_per_round=4', '--target_epsilon=8', '--eval_every=10',
+            f'--output_dir={output_dir}', f'--data_dir={data_dir}']
+    killed = _run_cli(args, {training.TEST_KILL_ENV: 'dp_rec:3:trained'})
+    self.assertEqual(killed.returncode, -signal.SIGKILL)
+    resumed = _run_cli(args)
+    self.assertEqual(resumed.returncode, 0, resumed.stderr[-3000:])
+    self.assertIn('count as spent privacy', resumed.stdout + resumed.stderr)
+    record = _summary(output_dir)['dp_rec']
+    self.assertEqual(record['lost_rounds'], 1)
+    # Calibrated for 5 rounds, so the lost round leaves room for 4 only.
+    self.assertEqual(record['rounds'], 4)
+    c = record['params']['clip_ratio']
+    from tff_dprec import accounting  # pylint: disable=g-import-not-at-top
+    spent = accounting.dp_rec_epsilon(
+        clip_ratio=c, rounds=5, total_bits=record['params']['total_bits'],
+        population=record['population'], clients_per_round=4,
+        delta=record['delta'])
+    self.assertAlmostEqual(record['epsilon'], spent, places=9)
+
+  def test_other_configuration_is_refused(self):
+    data_dir = self.create_tempdir().full_path
+    output_dir = self.create_tempdir().full_path
+    args = ['--task=digits', '--aggregators=fedavg', '--rounds=3',
+            '--clients_per_round=4', f'--output_dir={output_dir}',
+            f'--data_dir={data_dir}']
+    killed = _run_cli(args, {training.TEST_KILL_ENV: 'fedavg:2:saved'})
+    self.assertEqual(killed.returncode, -signal.SIGKILL)
+    other = _run_cli(args[:2] + ['--rounds=4'] + args[3:])
+    self.assertNotEqual(other.returncode, 0)
+    self.assertIn('another configuration', other.stderr)
+    fresh = _run_cli(args[:2] + ['--rounds=4', '--noresume'] + args[3:])
+    self.assertEqual(fresh.returncode, 0, fresh.stderr[-3000:])
+    self.assertEqual(_summary(output_dir)['fedavg']['rounds'], 4)
 
 
 class CliTest(parameterized.TestCase):

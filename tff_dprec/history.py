@@ -377,6 +377,15 @@ class ClientReplay:
     self._mean = mean
     self._step = step
 
+  def optimizer_state_from_leaves(self, leaves) -> Any:
+    """Packs flat optimizer-state values into the optimizer's structure."""
+    leaves = [np.asarray(x) for x in leaves]
+    expected = len(tf.nest.flatten(self._optimizer_template))
+    if len(leaves) != expected:
+      raise ValueError(
+          f'{len(leaves)} optimizer state values, expected {expected}.')
+    return tf.nest.pack_sequence_as(self._optimizer_template, leaves)
+
   def initial_state(self, initial_seed: int) -> ReplayState:
     """The state of a first-time client: the model from R', round 0."""
     weights = seeded_model_weights(self._model_fn, initial_seed)
@@ -424,9 +433,8 @@ class ClientReplay:
       weights, optimizer_state = payload
       # The same values in the structure the step is traced with (TFF may
       # hand back lists where the optimizer built tuples).
-      optimizer_state = tf.nest.pack_sequence_as(
-          self._optimizer_template,
-          [np.asarray(x) for x in tf.nest.flatten(optimizer_state)])
+      optimizer_state = self.optimizer_state_from_leaves(
+          tf.nest.flatten(optimizer_state))
       weights = tff.learning.models.ModelWeights(
           trainable=[np.asarray(w) for w in weights.trainable],
           non_trainable=[np.asarray(w) for w in weights.non_trainable])

@@ -70,7 +70,8 @@ class DPRecSumFactory(tff.aggregators.UnweightedAggregationFactory):
                bits: int = 7,
                grouping: rec.Grouping = rec.GROUPING_TENSOR,
                chunk_elements: int = rec.DEFAULT_CHUNK_ELEMENTS,
-               record_messages: bool = False):
+               record_messages: bool = False,
+               insecure_test_seed: Optional[int] = None):
     """Initializes the factory.
 
     Args:
@@ -89,6 +90,13 @@ class DPRecSumFactory(tff.aggregators.UnweightedAggregationFactory):
       record_messages: Whether to report the round's messages in the
         `messages` measurement (for `tff_dprec.history`) and sum them in a
         canonical order. Default `False`.
+      insecure_test_seed: TESTS ONLY, NOT PRIVATE. `None` (default) draws the
+        client's seed and index-selection noise from fresh OS entropy. An int
+        makes both a deterministic function of this value and the client's
+        clipped update, so that a rerun (e.g. a resumed run) reproduces the
+        same messages bit for bit. The seed then depends on the client's data
+        and is predictable by anyone who knows this value: the privacy
+        guarantee does not hold. Only for reproducibility tests.
 
     Raises:
       TypeError: If an argument has the wrong type.
@@ -100,6 +108,11 @@ class DPRecSumFactory(tff.aggregators.UnweightedAggregationFactory):
     rec.check_bits(bits)
     rec.check_grouping(grouping)
     rec.check_positive_int(chunk_elements, 'chunk_elements')
+    if insecure_test_seed is not None and (
+        isinstance(insecure_test_seed, bool) or
+        not isinstance(insecure_test_seed, (int, np.integer))):
+      raise TypeError('insecure_test_seed must be None or an int, found '
+                      f'{insecure_test_seed!r}.')
     if not isinstance(record_messages, bool):
       raise TypeError(
           f'record_messages must be a bool, found {record_messages!r}.')
@@ -113,6 +126,13 @@ class DPRecSumFactory(tff.aggregators.UnweightedAggregationFactory):
     self._grouping = grouping
     self._chunk_elements = int(chunk_elements)
     self._record_messages = record_messages
+    self._insecure_test_seed = (None if insecure_test_seed is None else
+                                int(insecure_test_seed) % 2**63)
+
+  @property
+  def insecure_test_seed(self) -> Optional[int]:
+    """The test-only deterministic seed, or `None` (private, the default)."""
+    return self._insecure_test_seed
 
   @property
   def noise_stddev(self) -> float:
@@ -188,6 +208,7 @@ class DPRecSumFactory(tff.aggregators.UnweightedAggregationFactory):
     groups = self._checked_groups(value_type)
     noise_stddev, l2_clip, bits = self._noise_stddev, self._l2_clip, self._bits
     chunk_elements = self._chunk_elements
+    test_seed = self._insecure_test_seed
 
     @tff.tensorflow.computation(value_type)
     def client_encode(value):
@@ -195,13 +216,19 @@ class DPRecSumFactory(tff.aggregators.UnweightedAggregationFactory):
       flat = _zero_if_not_finite(flat)
       if l2_clip is not None:
         flat = _clip_l2(flat, l2_clip)
-      # Fresh OS entropy drawn on the client, independent of its update and
-      # of anything in the graph the server built.
-      seed_word = rec.fresh_int64([])
+      if test_seed is None:
+        # Fresh OS entropy drawn on the client, independent of its update and
+        # of anything in the graph the server built.
+        seed_word = rec.fresh_int64([])
+        selection_seeds = [None] * len(groups)
+      else:
+        seed_word, selection_seeds = _insecure_test_seeds(
+            flat, test_seed, len(groups))
       seed = _codec_seed(seed_word)
       indices = [
           rec.encode(flat[start:end], prior_stddev=noise_stddev, bits=bits,
-                     seed=seed, group=g, chunk_elements=chunk_elements)
+                     seed=seed, selection_seed=selection_seeds[g], group=g,
+                     chunk_elements=chunk_elements)
           for g, (start, end) in enumerate(groups)
       ]
       if not indices:
@@ -313,6 +340,9 @@ class DPRecSumFactory(tff.aggregators.UnweightedAggregationFactory):
     noise_stddev, bits = self._noise_stddev, self._bits
     num_groups = len(groups)
 
+    # Plain graph code (explicit while_loop and cond): nothing for AutoGraph
+    # to convert when a caller's tf.function traces it.
+    @tf.autograph.experimental.do_not_convert
     def messages_sum(messages):
       messages = tf.convert_to_tensor(messages, tf.int64)
       messages = tf.ensure_shape(messages, [None, 1 + num_groups])
@@ -414,6 +444,7 @@ def dp_rec_aggregator(
     grouping: rec.Grouping = rec.GROUPING_TENSOR,
     chunk_elements: int = rec.DEFAULT_CHUNK_ELEMENTS,
     record_messages: bool = False,
+    insecure_test_seed: Optional[int] = None,
 ) -> tff.aggregators.UnweightedMeanFactory:
   """Returns the DP-REC mean, ready for `tff.learning` algorithm builders.
 
@@ -426,7 +457,8 @@ def dp_rec_aggregator(
       value_sum_factory=DPRecSumFactory(
           noise_stddev=noise_stddev, l2_clip=l2_clip, bits=bits,
           grouping=grouping, chunk_elements=chunk_elements,
-          record_messages=record_messages))
+          record_messages=record_messages,
+          insecure_test_seed=insecure_test_seed))
 
 
 def decode_message(seed_word, indices, *, value_type, noise_stddev: float,
@@ -464,6 +496,22 @@ def _decode_groups(seed, indices, groups, noise_stddev, bits, total):
   if not parts:
     return tf.zeros([total], tf.float32)
   return tf.concat(parts, axis=0)
+
+
+def _insecure_test_seeds(flat, test_seed, num_groups):
+  """Test mode: seed word and selection seeds from `test_seed` and `flat`."""
+  fingerprint = tf.fingerprint(
+      tf.reshape(tf.bitcast(flat, tf.uint8), [1, -1]))
+  word = tf.bitcast(tf.reshape(fingerprint, [8]), tf.int64)
+  key = tf.stack([tf.constant(test_seed, tf.int64), word])
+  seed_word = tf.random.stateless_uniform(
+      [], seed=key, minval=None, maxval=None, dtype=tf.int64, alg='philox')
+  selection_seeds = [
+      tf.cast(tf.random.experimental.stateless_fold_in(key, g + 1,
+                                                       alg='philox'),
+              tf.int64)
+      for g in range(num_groups)]
+  return seed_word, selection_seeds
 
 
 def _codec_seed(seed_word):
