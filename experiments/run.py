@@ -65,6 +65,10 @@ _INSECURE_TEST_SEED = flags.DEFINE_integer(
     'insecure_test_seed', None,
     'TESTS ONLY, NOT PRIVATE: DP-REC client seeds become deterministic '
     'functions of this value and the update, so reruns are reproducible.')
+_WORKERS = flags.DEFINE_integer(
+    'workers', 0,
+    'Run on this many TFF C++ worker processes on loopback (started and '
+    'stopped by the run); 0 = the local execution context.')
 _VERIFY_CLIENTS = flags.DEFINE_integer(
     'verify_replay_clients', 3,
     'With history downlinks, replay this many clients and check their model '
@@ -92,6 +96,13 @@ def validate_flags():
         f'--target_epsilon must be positive, found {_TARGET_EPSILON.value}.')
   if _DELTA.value is not None and not 0 < _DELTA.value < 1:
     raise app.UsageError(f'--delta must be in (0, 1), found {_DELTA.value}.')
+  if _WORKERS.value < 0:
+    raise app.UsageError(f'--workers must be >= 0, found {_WORKERS.value}.')
+  if _WORKERS.value and any(a.startswith('ddgauss')
+                            for a in _AGGREGATORS.value):
+    raise app.UsageError(
+        '--workers: DDGauss runs only in TFF\'s test execution context; '
+        'drop ddgauss16/ddgauss12 from --aggregators or use --workers=0.')
   if _VERIFY_CLIENTS.value < 0:
     raise app.UsageError(
         f'--verify_replay_clients must be >= 0, found {_VERIFY_CLIENTS.value}.')
@@ -141,7 +152,8 @@ def main(argv):
         eval_examples=_EVAL_EXAMPLES.value, client_lr=_CLIENT_LR.value,
         server_lr=_SERVER_LR.value, progress=_PROGRESS.value,
         downlink=_DOWNLINK.value, verify_clients=_VERIFY_CLIENTS.value,
-        resume=_RESUME.value, insecure_test_seed=_INSECURE_TEST_SEED.value)
+        resume=_RESUME.value, insecure_test_seed=_INSECURE_TEST_SEED.value,
+        workers=_WORKERS.value)
   except (tasks.MissingDataError,
           checkpoints.CheckpointConfigMismatchError) as e:
     print(f'error: {e}', file=sys.stderr)

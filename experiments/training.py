@@ -13,6 +13,7 @@ from tff_dprec import history as tff_history
 
 from experiments import baselines
 from experiments import checkpoints
+from experiments import distributed
 from experiments import downlink as downlink_lib
 from experiments import report
 from experiments import tasks as tasks_lib
@@ -71,6 +72,7 @@ def run_experiment(*, task_name: str, aggregators: Sequence[str],
                    downlink: str = 'auto', verify_clients: int = 3,
                    resume: bool = True,
                    insecure_test_seed: Optional[int] = None,
+                   workers: int = 0,
                    print_fn=print) -> list[dict]:
   """Trains `task_name` once per aggregator; writes and returns the summary.
 
@@ -85,7 +87,16 @@ def run_experiment(*, task_name: str, aggregators: Sequence[str],
   counting rounds lost in a crash as spent privacy. `insecure_test_seed`
   (tests only, not private) makes DP-REC's messages reproducible, so a
   resumed run can be compared with an uninterrupted one.
+
+  `workers` > 0 runs the rounds on that many TFF C++ worker processes on
+  loopback (`experiments.distributed`), started and stopped here.
   """
+  if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
+    raise ValueError(f'workers must be an int >= 0, found {workers!r}.')
+  if workers and any(a.startswith('ddgauss') for a in aggregators):
+    raise ValueError(
+        'DDGauss runs only in TFF\'s test execution context (its secure sum), '
+        'not on workers; drop it from aggregators or use workers=0.')
   if downlink not in DOWNLINKS:
     raise ValueError(f'downlink={downlink!r} is unknown; choose from '
                      f'{DOWNLINKS}.')
@@ -122,6 +133,44 @@ def run_experiment(*, task_name: str, aggregators: Sequence[str],
   value_type = tff.learning.models.weights_type_from_model(
       task.baseline.model_fn).trainable
 
+  pool = None
+  if workers:
+    pool = distributed.WorkerPool(workers)
+    pool.start()
+    print_fn(f'[{task_name}] running on {workers} TFF workers at loopback '
+             f'ports {pool.ports}.')
+  try:
+    records, curves = _train_all(
+        task, aggregators, pool, print_fn=print_fn, downlink=downlink,
+        population=population, clients_per_round=clients_per_round,
+        rounds=rounds, target_epsilon=target_epsilon, delta=delta, bits=bits,
+        grouping=grouping, noise_stddev=noise_stddev, l2_clip=l2_clip,
+        insecure_test_seed=insecure_test_seed, explicit_server_lr=server_lr,
+        seed=seed, eval_every=eval_every, eval_examples=eval_examples,
+        client_lr=client_lr, task_dir=task_dir, progress=progress,
+        verify_clients=verify_clients, resume=resume, value_type=value_type)
+  finally:
+    if pool is not None:
+      pool.stop()
+      tff.backends.native.set_sync_local_cpp_execution_context()
+  report.write_summary(task_dir, records)
+  report.write_table(task_dir, records)
+  report.write_plots(task_dir, records, curves)
+  print_fn('')
+  print_fn(report.markdown_table(records))
+  print_fn(f'Data: {task.data_source}. {task.data_note}')
+  print_fn(f'Results in {task_dir} (summary.json, table.md, plots, per-round '
+           f'metrics.csv); wall time {time.time() - start:.0f} s.')
+  return records
+
+
+def _train_all(task, aggregators, pool, *, print_fn, downlink, population,
+               clients_per_round, rounds, target_epsilon, delta, bits,
+               grouping, noise_stddev, l2_clip, insecure_test_seed,
+               explicit_server_lr, seed, eval_every, eval_examples, client_lr,
+               task_dir, progress, verify_clients, resume, value_type):
+  task_name = task.name
+  d = task.defaults
   records, curves = [], {}
   for name in aggregators:
     use_history = downlink != 'full' and name in ('dp_rec', 'rec')
@@ -153,27 +202,21 @@ def run_experiment(*, task_name: str, aggregators: Sequence[str],
                                use_history=use_history,
                                verify_clients=verify_clients, resume=resume,
                                insecure_test_seed=insecure_test_seed,
-                               print_fn=print_fn)
+                               pool=pool, print_fn=print_fn)
     records.append(record)
     curves[name] = curve
     report.write_summary(task_dir, records)
-  report.write_summary(task_dir, records)
-  report.write_table(task_dir, records)
-  report.write_plots(task_dir, records, curves)
-  print_fn('')
-  print_fn(report.markdown_table(records))
-  print_fn(f'Data: {task.data_source}. {task.data_note}')
-  print_fn(f'Results in {task_dir} (summary.json, table.md, plots, per-round '
-           f'metrics.csv); wall time {time.time() - start:.0f} s.')
-  return records
+  return records, curves
 
 
 def _train_one(task, aggregator_plan, *, rounds, clients_per_round,
                target_epsilon, delta, seed, eval_every, eval_examples,
                client_lr, server_lr, task_dir, progress, use_history,
-               verify_clients, resume, insecure_test_seed, print_fn):
+               verify_clients, resume, insecure_test_seed, pool, print_fn):
   name = aggregator_plan.name
-  if aggregator_plan.needs_test_context:
+  if pool is not None:
+    pool.set_default_context()
+  elif aggregator_plan.needs_test_context:
     # TFF runs DDGauss's secure sum only in the test execution context.
     tff.backends.test.set_sync_test_cpp_execution_context()
   else:

@@ -44,6 +44,12 @@ class _SubprocessShim:
     return getattr(subprocess, name)
 
 
+def start_worker(args) -> subprocess.Popen:
+  """Starts a worker that dies with this process and is reaped at exit."""
+  install()
+  return _Popen(args)
+
+
 def _no_op_del(self):
   del self
 
