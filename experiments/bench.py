@@ -1,5 +1,12 @@
-"""Benchmarks: `python -m experiments.bench codec`.
+"""Benchmarks: `python -m experiments.bench codec|history`.
 
+history: for a logistic-regression model of the SO-LR embedded size (1000
+words x 50 tags) with Adam on the server, prints the client's replay time per
+round of B messages next to the server's decode of the same round, the server's
+downlink decision and payload time for a long-absent client, the size of a
+history against the full state, and the time to checkpoint the run's state.
+
+codec:
 For d in {1e4, 1e6} and bits in {4, 7, 10}, prints the encoder's throughput in
 candidate elements per second next to the raw Philox normal generator's
 throughput for the same K x d in the same blocks (generation plus a sum, the
@@ -110,15 +117,101 @@ def codec(dims, bits_list, repeats):
   return rows
 
 
+def history_bench(words: int, tags: int, clients_per_round: int,
+                  rounds: int, repeats: int) -> dict:
+  """Measures history replay and checkpointing at one model size."""
+  import os  # pylint: disable=g-import-not-at-top
+  import tempfile  # pylint: disable=g-import-not-at-top
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  from experiments import checkpoints  # pylint: disable=g-import-not-at-top
+  from tff_dprec import history  # pylint: disable=g-import-not-at-top
+  from tff_dprec.aggregators import dp_rec  # pylint: disable=g-import-not-at-top
+
+  def model_fn():
+    model = tf.keras.Sequential([
+        tf.keras.layers.InputLayer(input_shape=(words,)),
+        tf.keras.layers.Dense(tags, activation='sigmoid')])
+    return tff.learning.models.from_keras_model(
+        model, loss=tf.keras.losses.BinaryCrossentropy(),
+        input_spec=(tf.TensorSpec([None, words], tf.float32),
+                    tf.TensorSpec([None, tags], tf.float32)))
+
+  weights_type = tff.learning.models.weights_type_from_model(model_fn)
+  factory = dp_rec.DPRecSumFactory(noise_stddev=0.4, l2_clip=0.5, bits=7,
+                                   grouping=10000, record_messages=True)
+  optimizer = tff.learning.optimizers.build_adam(0.01)
+  replay = history.ClientReplay(model_fn=model_fn, factory=factory,
+                                server_optimizer=optimizer)
+  groups = factory.num_groups(weights_type.trainable)
+  rng = np.random.default_rng(0)
+  log = [np.concatenate([
+      rng.integers(-2**63, 2**63 - 1, size=(clients_per_round, 1)),
+      rng.integers(0, 2**7, size=(clients_per_round, groups))], axis=1)
+         for _ in range(rounds)]
+  state = replay.initial_state(1)
+  full_bits = history.structure_bits((state.weights, state.optimizer_state))
+  server = history.HistoryServer(
+      message_bits=factory.message_bits(weights_type.trainable),
+      full_bits=full_bits, initial_seed=1)
+  server.downlink('absent', 0)
+  for t, messages in enumerate(log):
+    server.record_round(t, messages)
+  messages_sum = tf.function(factory.messages_sum_fn(weights_type.trainable))
+  messages_sum(log[0])
+  replay.apply_round(state, log[0])
+  decode_s = _best_time(lambda: messages_sum(log[1]), repeats)
+  replay_s = _best_time(lambda: replay.apply_round(state, log[1]), repeats)
+
+  def decide():
+    fresh = history.HistoryServer.from_state(server.get_state())
+    downlink = fresh.downlink('absent', rounds)
+    return downlink, fresh.messages(downlink)
+
+  decide_s = _best_time(decide, repeats)
+  downlink, _ = decide()
+  with tempfile.TemporaryDirectory() as tmp:
+    checkpointer = checkpoints.RunCheckpointer(
+        tmp, dict(bench=True), print_fn=lambda *a: None)
+    process_like = (state.weights, state.optimizer_state)
+    driver = dict(history=server.get_state(), rng=dict(state=1))
+    versions = iter(range(1, 10**6))
+    save_s = _best_time(
+        lambda: checkpointer.save(next(versions), process_like, driver),
+        repeats)
+    size = sum(os.path.getsize(os.path.join(root, f))
+               for root, _, files in os.walk(tmp) for f in files)
+  params = words * tags + tags
+  return dict(
+      params=params, groups=groups, clients_per_round=clients_per_round,
+      rounds=rounds, server_decode_ms=decode_s * 1e3,
+      client_replay_ms=replay_s * 1e3, replay_vs_decode=replay_s / decode_s,
+      decide_and_payload_ms=decide_s * 1e3, history_kind=downlink.kind,
+      history_bits=downlink.bits, full_bits=full_bits,
+      checkpoint_save_ms=save_s * 1e3, checkpoint_mib=size / 2**20 / repeats)
+
+
 def main(argv=None):
   parser = argparse.ArgumentParser(prog='python -m experiments.bench')
-  parser.add_argument('what', choices=['codec', 'codec_one'])
+  parser.add_argument('what', choices=['codec', 'codec_one', 'history'])
+  parser.add_argument('--words', type=int, default=1000)
+  parser.add_argument('--tags', type=int, default=50)
+  parser.add_argument('--clients_per_round', type=int, default=40)
+  parser.add_argument('--rounds', type=int, default=60)
   parser.add_argument('--dim', type=int, default=10**4)
   parser.add_argument('--bits', type=int, default=7)
   parser.add_argument('--dims', default='10000,1000000')
   parser.add_argument('--bits_list', default='4,7,10')
   parser.add_argument('--repeats', type=int, default=3)
   args = parser.parse_args(argv)
+  if args.what == 'history':
+    row = history_bench(args.words, args.tags, args.clients_per_round,
+                        args.rounds, args.repeats)
+    for key, value in row.items():
+      print(f'{key:>24}: {value:.4g}' if isinstance(value, float)
+            else f'{key:>24}: {value}')
+    return
   if args.what == 'codec_one':
     print(json.dumps(codec_one(args.dim, args.bits, args.repeats)))
   else:

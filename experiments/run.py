@@ -14,6 +14,7 @@ import sys
 
 from absl import app
 from absl import flags
+from absl import logging
 # Imported before absl parses flags: Keras models built after a late
 # TensorFlow import under `app.run` fail to build (empty inbound nodes).
 import tensorflow as tf  # pylint: disable=unused-import
@@ -133,6 +134,11 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
   validate_flags()
+  # Per-round checkpoint and Keras INFO lines would drown the progress bar;
+  # --verbosity=0 (absl) brings them back.
+  if not flags.FLAGS['verbosity'].present:
+    logging.set_verbosity(logging.WARNING)
+    tf.get_logger().setLevel('WARNING')
   from experiments import worker_reaper  # pylint: disable=g-import-not-at-top
   worker_reaper.install()
   from experiments import checkpoints  # pylint: disable=g-import-not-at-top

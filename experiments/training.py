@@ -16,6 +16,7 @@ from experiments import checkpoints
 from experiments import distributed
 from experiments import downlink as downlink_lib
 from experiments import report
+from experiments import worker_reaper
 from experiments import tasks as tasks_lib
 
 
@@ -105,6 +106,7 @@ def run_experiment(*, task_name: str, aggregators: Sequence[str],
     raise ValueError(
         f'verify_clients must be an int >= 0, found {verify_clients!r}.')
   start = time.time()
+  worker_reaper.install()
   task = tasks_lib.create_task(task_name, data_dir,
                                embedded_config=embedded_config)
   d = task.defaults
@@ -150,9 +152,10 @@ def run_experiment(*, task_name: str, aggregators: Sequence[str],
         client_lr=client_lr, task_dir=task_dir, progress=progress,
         verify_clients=verify_clients, resume=resume, value_type=value_type)
   finally:
+    worker_reaper.reap_context_workers()
     if pool is not None:
       pool.stop()
-      tff.backends.native.set_sync_local_cpp_execution_context()
+    tff.backends.native.set_sync_local_cpp_execution_context()
   report.write_summary(task_dir, records)
   report.write_table(task_dir, records)
   report.write_plots(task_dir, records, curves)
@@ -214,6 +217,8 @@ def _train_one(task, aggregator_plan, *, rounds, clients_per_round,
                client_lr, server_lr, task_dir, progress, use_history,
                verify_clients, resume, insecure_test_seed, pool, print_fn):
   name = aggregator_plan.name
+  # The previous context's worker is killed, not asked to wind down.
+  worker_reaper.reap_context_workers()
   if pool is not None:
     pool.set_default_context()
   elif aggregator_plan.needs_test_context:

@@ -17,7 +17,9 @@ import subprocess
 
 _PR_SET_PDEATHSIG = 1
 _installed = False
+# Workers started by TFF's local contexts, and by `start_worker`.
 _workers: list[subprocess.Popen] = []
+_own_workers: list[subprocess.Popen] = []
 
 
 def _die_with_parent():
@@ -31,10 +33,10 @@ def _die_with_parent():
 class _Popen(subprocess.Popen):
   """`subprocess.Popen` that ties the child's life to this process."""
 
-  def __init__(self, *args, **kwargs):
+  def __init__(self, *args, own=False, **kwargs):
     kwargs.setdefault('preexec_fn', _die_with_parent)
     super().__init__(*args, **kwargs)
-    _workers.append(self)
+    (_own_workers if own else _workers).append(self)
 
 
 class _SubprocessShim:
@@ -47,7 +49,7 @@ class _SubprocessShim:
 def start_worker(args) -> subprocess.Popen:
   """Starts a worker that dies with this process and is reaped at exit."""
   install()
-  return _Popen(args)
+  return _Popen(args, own=True)
 
 
 def _no_op_del(self):
@@ -67,14 +69,27 @@ def install() -> None:
 
 def reap() -> None:
   """Terminates the worker processes started by this process."""
-  # TFF's ServiceManager kills its worker in __del__, which fails noisily at
-  # interpreter shutdown (module globals are gone); the workers are reaped
-  # here instead.
+  reap_context_workers()
+  _kill_all(_own_workers)
+
+
+def reap_context_workers() -> None:
+  """Kills the workers of TFF's local/test contexts (call before switching).
+
+  TFF's ServiceManager stops its worker in `__del__` with SIGINT and waits;
+  a worker that still holds a run's values can take minutes to wind down (a
+  SO-LR run's worker spun for over 10 minutes), and at interpreter shutdown
+  `__del__` fails noisily. The workers are killed here instead.
+  """
   for obj in gc.get_objects():
     if type(obj).__name__ == 'ServiceManager' and hasattr(obj, '_process'):
       type(obj).__del__ = _no_op_del
-  while _workers:
-    process = _workers.pop()
+  _kill_all(_workers)
+
+
+def _kill_all(workers):
+  while workers:
+    process = workers.pop()
     if process.poll() is None:
       try:
         os.kill(process.pid, signal.SIGKILL)

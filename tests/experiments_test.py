@@ -305,6 +305,27 @@ _COMPARED = ('final_metric', 'final_metrics', 'epsilon', 'rounds',
              'upload_bits_total', 'download_bits_total', 'lost_rounds')
 
 
+class CheckpointEncodingTest(tf.test.TestCase):
+
+  def test_exact_round_trip(self):
+    from experiments import checkpoints  # pylint: disable=g-import-not-at-top
+    value = dict(
+        rng=np.random.default_rng(5).bit_generator.state,
+        arrays=[np.float32([1.5, np.nan, -0.0]), np.int64([[2**62, -3]])],
+        keys={3: 'int key', 'c1': [1, 2.5, None]})
+    decoded = checkpoints.decode(json.loads(json.dumps(
+        checkpoints.encode(value))))
+    self.assertEqual(decoded['rng'], value['rng'])
+    self.assertEqual(decoded['keys'], value['keys'])
+    for a, b in zip(decoded['arrays'], value['arrays']):
+      self.assertEqual(a.dtype, b.dtype)
+      self.assertEqual(a.tobytes(), b.tobytes())
+    rng = np.random.default_rng()
+    rng.bit_generator.state = decoded['rng']
+    self.assertEqual(rng.integers(10**9),
+                     np.random.default_rng(5).integers(10**9))
+
+
 class ResumeTest(tf.test.TestCase):
   """SIGKILL at any phase of a round, resume: same results as no crash."""
 
