@@ -24,6 +24,7 @@ test: setup
 
 bench: setup
 	$(PY) -m experiments.bench codec
+	$(PY) -m experiments.bench history
 
 clean:
 	rm -rf $(VENV) output

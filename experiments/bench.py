@@ -206,6 +206,8 @@ def main(argv=None):
   parser.add_argument('--repeats', type=int, default=3)
   args = parser.parse_args(argv)
   if args.what == 'history':
+    from experiments import worker_reaper  # pylint: disable=g-import-not-at-top
+    worker_reaper.install()
     row = history_bench(args.words, args.tags, args.clients_per_round,
                         args.rounds, args.repeats)
     for key, value in row.items():
