@@ -174,6 +174,41 @@ class HistoryServerTest(tf.test.TestCase, parameterized.TestCase):
     self.assertLessEqual(server.log_rounds, 4)
     self.assertIn(history.FULL, kinds)
 
+  def test_decisions_match_a_naive_reference(self):
+    # Random cohorts and round sizes; the reference keeps every round and
+    # sums sizes directly. Pruning and prefix sums must not change anything.
+    rng = np.random.default_rng(4)
+    message_bits, full_bits = 50, 3000
+    server = history.HistoryServer(message_bits=message_bits,
+                                   full_bits=full_bits, initial_seed=3)
+    sizes, last = [], {}
+    kinds = collections.Counter()
+    for t in range(300):
+      for client in set(rng.integers(0, 40, size=rng.integers(1, 6))):
+        first = last.get(client, 0)
+        naive = sum(history.ROUND_HEADER_BITS + n * message_bits
+                    for n in sizes[first:t])
+        if client not in last:
+          naive += history.INITIAL_SEED_BITS
+        d = server.downlink(client, t)
+        kinds[d.kind] += 1
+        if naive <= full_bits:
+          self.assertEqual((d.kind, d.bits, d.first_round),
+                           (history.HISTORY, naive, first))
+          self.assertLen(server.messages(d), t - first)
+        else:
+          self.assertEqual((d.kind, d.bits), (history.FULL, full_bits))
+        last[client] = t
+      n = int(rng.integers(1, 6))
+      sizes.append(n)
+      server.record_round(t, self._messages(n))
+    self.assertGreater(kinds[history.HISTORY], 100)
+    self.assertGreater(kinds[history.FULL], 100)
+    # The log holds no more rounds than fit in the full size.
+    self.assertLessEqual(
+        server.log_rounds,
+        full_bits // (history.ROUND_HEADER_BITS + message_bits) + 1)
+
   def test_order_and_matrix_checks(self):
     server = history.HistoryServer(message_bits=10, full_bits=100,
                                    initial_seed=1)

@@ -101,8 +101,9 @@ class HistoryServer:
   A history of rounds [s, t) has `sum(ROUND_HEADER_BITS + n_r * message_bits)`
   bits, plus `INITIAL_SEED_BITS` for a first-time client (whose s is 0). It is sent
   when it is no larger than `full_bits`; otherwise the full state is sent.
-  Rounds whose history has become longer than `full_bits` for every client
-  that could still need them are dropped from the log.
+  A round is dropped from the log once the rounds from it to the newest
+  exceed `full_bits`: a client that would need it gets the full state.
+  History sizes are prefix-sum differences, O(1) per downlink.
   """
 
   def __init__(self, *, message_bits: int, full_bits: int, initial_seed: int):
@@ -129,7 +130,9 @@ class HistoryServer:
     self._full_bits = int(full_bits)
     self._initial_seed = int(initial_seed)
     self._rounds = {}  # round -> message matrix
-    self._round_bits = {}  # round -> bits of that round in a history
+    # Bits of the kept rounds before round r, for oldest <= r <= num_rounds
+    # (relative to the oldest kept round): a history's size in O(1).
+    self._bits_before = {0: 0}
     self._num_rounds = 0  # rounds recorded so far
     self._oldest = 0  # oldest round still in the log
     self._next_round = {}  # client -> first round it has not applied
@@ -167,7 +170,7 @@ class HistoryServer:
     """
     if first_round < self._oldest:
       return None
-    bits = sum(self._round_bits[r] for r in range(first_round, round_num))
+    bits = self._bits_before[round_num] - self._bits_before[first_round]
     if first_time:
       bits += INITIAL_SEED_BITS
     return bits
@@ -224,27 +227,22 @@ class HistoryServer:
     messages = messages.astype(np.int64, copy=True)
     messages.setflags(write=False)
     self._rounds[round_num] = messages
-    self._round_bits[round_num] = (
-        ROUND_HEADER_BITS + messages.shape[0] * self._message_bits)
+    self._bits_before[round_num + 1] = (
+        self._bits_before[round_num] + ROUND_HEADER_BITS +
+        messages.shape[0] * self._message_bits)
     self._num_rounds += 1
     self._prune()
 
   def _prune(self):
     # A client whose history starts at round s needs rounds s, ..., t. Once
-    # rounds [s, t] alone exceed the full size, every client starting at or
-    # before s will get the full state from now on (histories only grow), so
-    # rounds before s are never sent again.
-    bits = 0
-    keep_from = self._num_rounds
-    for r in range(self._num_rounds - 1, self._oldest - 1, -1):
-      bits += self._round_bits[r]
-      keep_from = r
-      if bits > self._full_bits:
-        break
-    for r in range(self._oldest, keep_from):
-      del self._rounds[r]
-      del self._round_bits[r]
-    self._oldest = max(self._oldest, keep_from)
+    # those alone exceed the full size, it gets the full state, now and later
+    # (histories only grow), so round s is never sent again.
+    latest = self._bits_before[self._num_rounds]
+    while (self._oldest < self._num_rounds and
+           latest - self._bits_before[self._oldest] > self._full_bits):
+      del self._rounds[self._oldest]
+      del self._bits_before[self._oldest]
+      self._oldest += 1
 
   def get_state(self) -> dict[str, Any]:
     """Returns the bookkeeping as plain Python/NumPy values (checkpoints)."""
@@ -266,12 +264,16 @@ class HistoryServer:
 
   def _restore(self, state):
     self._oldest = int(state['oldest'])
-    for r in sorted(state['rounds']):
-      messages = np.asarray(state['rounds'][r], np.int64)
+    self._bits_before = {self._oldest: 0}
+    for r, messages in sorted(
+        (int(k), v) for k, v in state['rounds'].items()):
+      messages = np.asarray(messages, np.int64)
       messages.setflags(write=False)
-      self._rounds[int(r)] = messages
-      self._round_bits[int(r)] = (
-          ROUND_HEADER_BITS + messages.shape[0] * self._message_bits)
+      self._rounds[r] = messages
+      if r in self._bits_before:
+        self._bits_before[r + 1] = (
+            self._bits_before[r] + ROUND_HEADER_BITS +
+            messages.shape[0] * self._message_bits)
     self._num_rounds = int(state['num_rounds'])
     self._next_round = dict(state['next_round'])
     expected = set(range(self._oldest, self._num_rounds))
