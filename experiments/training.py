@@ -1,6 +1,7 @@
 """The federated training loop shared by `experiments.run` and the tests."""
 
 import asyncio
+import math
 import os
 import signal
 import time
@@ -10,6 +11,7 @@ import numpy as np
 import tensorflow_federated as tff
 
 from tff_dprec import history as tff_history
+from tff_dprec.aggregators import dp_rec
 
 from experiments import baselines
 from experiments import checkpoints
@@ -50,11 +52,16 @@ def server_optimizer_for(task: tasks_lib.Task, server_lr: float):
 
 def build_process(task: tasks_lib.Task, aggregator_plan, client_lr: float,
                   server_optimizer):
+  # Private runs release no client training metrics: they would leave the
+  # clients outside the DP mechanism.
+  metrics = {}
+  if aggregator_plan.private:
+    metrics['metrics_aggregator'] = dp_rec.no_client_metrics
   return tff.learning.algorithms.build_unweighted_fed_avg(
       task.baseline.model_fn,
       client_optimizer_fn=tff.learning.optimizers.build_sgdm(client_lr),
       server_optimizer_fn=server_optimizer,
-      model_aggregator=aggregator_plan.factory)
+      model_aggregator=aggregator_plan.factory, **metrics)
 
 
 def run_experiment(*, task_name: str, aggregators: Sequence[str],
@@ -350,7 +357,9 @@ def _train_one(task, aggregator_plan, *, rounds, clients_per_round,
     upload_total += upload
     download_total += download
     train = output.metrics['client_work']['train']
-    row = dict(train_loss=float(train['loss']), epsilon=epsilon or 0.0,
+    # Private runs do not collect client losses (`no_client_metrics`).
+    row = dict(train_loss=float(train.get('loss', float('nan'))),
+               epsilon=epsilon or 0.0,
                upload_bits=upload, download_bits=download,
                seconds=round_times[-1])
     if 'upload_bits' in measured:
@@ -370,7 +379,9 @@ def _train_one(task, aggregator_plan, *, rounds, clients_per_round,
         history=None if history is None else history.get_state()))
     _maybe_kill(kill_at, name, round_num, 'saved')
     if bar is not None:
-      postfix = dict(loss=f"{row['train_loss']:.4f}")
+      postfix = {}
+      if not math.isnan(row['train_loss']):
+        postfix['loss'] = f"{row['train_loss']:.4f}"
       if last_metric is not None:
         postfix[task.metric_label] = f'{last_metric:.4f}'
       if epsilon is not None:

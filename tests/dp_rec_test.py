@@ -122,9 +122,12 @@ class ConstructionTest(tf.test.TestCase, parameterized.TestCase):
                 result=tff.FederatedType(_STRUCT, tff.SERVER),
                 measurements=tff.FederatedType(measurements, tff.SERVER))))
 
-  def test_only_integer_messages_cross_to_the_server(self):
-    process = dp_rec.DPRecSumFactory(noise_stddev=0.1, l2_clip=1.0,
-                                     bits=6).create(_STRUCT)
+  @parameterized.named_parameters(('decode_on_arrival', False),
+                                  ('recorded_messages', True))
+  def test_only_integer_messages_cross_to_the_server(self, record_messages):
+    process = dp_rec.DPRecSumFactory(
+        noise_stddev=0.1, l2_clip=1.0, bits=6,
+        record_messages=record_messages).create(_STRUCT)
     moved = _clients_to_server_value_types(process.next)
     self.assertLen(moved, 1)
     uri, value_type = moved[0]
@@ -133,8 +136,11 @@ class ConstructionTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(_tensor_dtypes(value_type.member),
                      [np.dtype(np.int64), np.dtype(np.int32)])
 
-  def test_mean_factory_moves_only_integers(self):
-    process = dp_rec.dp_rec_aggregator(0.1, 1.0, bits=6).create(_STRUCT)
+  @parameterized.named_parameters(('decode_on_arrival', False),
+                                  ('recorded_messages', True))
+  def test_mean_factory_moves_only_integers(self, record_messages):
+    process = dp_rec.dp_rec_aggregator(
+        0.1, 1.0, bits=6, record_messages=record_messages).create(_STRUCT)
     moved = _clients_to_server_value_types(process.next)
     self.assertNotEmpty(moved)
     for _, value_type in moved:

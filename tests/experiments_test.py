@@ -305,6 +305,39 @@ _COMPARED = ('final_metric', 'final_metrics', 'epsilon', 'rounds',
              'upload_bits_total', 'download_bits_total', 'lost_rounds')
 
 
+class PrivacyOfTheTrainingProcessTest(tf.test.TestCase):
+
+  def test_dp_rec_process_moves_only_integer_messages(self):
+    from tests import dp_rec_test  # pylint: disable=g-import-not-at-top
+    task = tasks.create_task('digits', self.create_tempdir().full_path)
+    value_type = tff.learning.models.weights_type_from_model(
+        task.baseline.model_fn).trainable
+    for record_messages in (False, True):
+      plan = baselines.plan(
+          'dp_rec', value_type=value_type, population=task.population,
+          clients_per_round=5, rounds=3, target_epsilon=8.0, delta=1e-3,
+          bits=7, grouping='tensor', noise_stddev=0.02, l2_clip=0.5,
+          record_messages=record_messages)
+      process = training.build_process(
+          task, plan, 0.05, tff.learning.optimizers.build_sgdm(1.0))
+      moved = dp_rec_test._clients_to_server_value_types(process.next)  # pylint: disable=protected-access
+      self.assertNotEmpty(moved)
+      for _, moved_type in moved:
+        for dtype in dp_rec_test._tensor_dtypes(moved_type.member):  # pylint: disable=protected-access
+          self.assertTrue(np.issubdtype(dtype, np.integer),
+                          msg=str(moved_type))
+    # FedAvg (not private) keeps TFF's client metrics: floats move.
+    fedavg = baselines.plan(
+        'fedavg', value_type=value_type, population=task.population,
+        clients_per_round=5, rounds=3, target_epsilon=8.0, delta=1e-3,
+        bits=7, grouping='tensor', noise_stddev=0.02, l2_clip=0.5)
+    process = training.build_process(
+        task, fedavg, 0.05, tff.learning.optimizers.build_sgdm(1.0))
+    dtypes = [d for _, t in dp_rec_test._clients_to_server_value_types(  # pylint: disable=protected-access
+        process.next) for d in dp_rec_test._tensor_dtypes(t.member)]  # pylint: disable=protected-access
+    self.assertTrue(any(np.issubdtype(d, np.floating) for d in dtypes))
+
+
 class CheckpointEncodingTest(tf.test.TestCase):
 
   def test_exact_round_trip(self):

@@ -461,6 +461,25 @@ def dp_rec_aggregator(
           insecure_test_seed=insecure_test_seed))
 
 
+def no_client_metrics(metric_finalizers, local_unfinalized_metrics_type=None):
+  """A `tff.learning` metrics aggregator that takes nothing from clients.
+
+  `tff.learning` algorithms by default sum each client's training metrics
+  (loss, example counts) in the clear, outside any DP mechanism. With DP-REC
+  the client's message should be the only value that leaves it: pass
+  `metrics_aggregator=no_client_metrics` to the algorithm builder. The round's
+  `client_work` metrics are then empty.
+  """
+  del metric_finalizers, local_unfinalized_metrics_type
+
+  @tff.federated_computation
+  def aggregate(client_metrics):
+    del client_metrics
+    return tff.federated_value(collections.OrderedDict(), tff.SERVER)
+
+  return aggregate
+
+
 def decode_message(seed_word, indices, *, value_type, noise_stddev: float,
                    bits: int, grouping: rec.Grouping = rec.GROUPING_TENSOR):
   """Decodes one client message outside TFF (history replay, audits).
