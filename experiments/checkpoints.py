@@ -70,6 +70,11 @@ def _digest(leaves, driver_json: str) -> str:
   return h.hexdigest()
 
 
+def _text(value) -> str:
+  # SavedModel gives string tensors back as bytes.
+  return value.decode() if isinstance(value, bytes) else value
+
+
 def _write_json_atomically(path: str, value) -> None:
   tmp = f'{path}.tmp{os.getpid()}'
   with open(tmp, 'w') as f:
@@ -130,15 +135,8 @@ class RunCheckpointer:
       try:
         loaded = asyncio.run(self._manager.load(version, structure))
         leaves = [np.asarray(x) for x in loaded['leaves']]
-        driver_json = loaded['driver']
-        if isinstance(driver_json, bytes):
-          driver_json = driver_json.decode()
-        fingerprint = loaded['fingerprint']
-        if isinstance(fingerprint, bytes):
-          fingerprint = fingerprint.decode()
-        digest = loaded['digest']
-        if isinstance(digest, bytes):
-          digest = digest.decode()
+        driver_json, fingerprint, digest = (
+            _text(loaded[key]) for key in ('driver', 'fingerprint', 'digest'))
         if digest != _digest(leaves, driver_json):
           raise ValueError('checksum mismatch')
         if len(leaves) != len(template_leaves):

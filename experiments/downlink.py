@@ -32,8 +32,6 @@ class HistoryDownlink:
 
   def __init__(self, *, model_fn, factory, server_optimizer, seed: int,
                client_ids: Sequence[str], verify_clients: int):
-    self._model_fn = model_fn
-    self._factory = factory
     rng = np.random.default_rng([seed, 0x4849])  # Apart from sampling's.
     self.initial_seed = initial_model_seed(seed)
     self._verify_clients = verify_clients

@@ -125,7 +125,6 @@ def run_experiment(*, task_name: str, aggregators: Sequence[str],
   l2_clip = l2_clip or d.l2_clip
   eval_every = eval_every or d.eval_every
   client_lr = client_lr or d.client_lr
-  explicit_server_lr = server_lr
   population = task.population
   if clients_per_round > population:
     raise ValueError(f'clients_per_round={clients_per_round} exceeds the '

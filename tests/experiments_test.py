@@ -363,7 +363,7 @@ class ResumeTest(tf.test.TestCase):
   """SIGKILL at any phase of a round, resume: same results as no crash."""
 
   def _args(self, output_dir, data_dir, aggregators='dp_rec,fedavg'):
-    return [f'--task=digits', f'--aggregators={aggregators}', '--rounds=5',
+    return ['--task=digits', f'--aggregators={aggregators}', '--rounds=5',
             '--clients_per_round=4', '--target_epsilon=8', '--eval_every=2',
             '--insecure_test_seed=11', f'--output_dir={output_dir}',
             f'--data_dir={data_dir}']

@@ -42,13 +42,14 @@ received, with no client identities; sending them is post-processing.
 
 import random
 import threading
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Optional
 
 import attrs
 import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tff_dprec import rec
 from tff_dprec.aggregators import dp_rec
 
 # Bits of the per-round message count in a history.
@@ -120,11 +121,8 @@ class HistoryServer:
       TypeError: If an argument is not an int.
       ValueError: If a size is not positive.
     """
-    for name, value in (('message_bits', message_bits),
-                        ('full_bits', full_bits)):
-      _check_int(value, name)
-      if value <= 0:
-        raise ValueError(f'{name} must be positive, found {value!r}.')
+    rec.check_positive_int(message_bits, 'message_bits')
+    rec.check_positive_int(full_bits, 'full_bits')
     _check_int(initial_seed, 'initial_seed')
     self._message_bits = int(message_bits)
     self._full_bits = int(full_bits)
@@ -336,7 +334,6 @@ class ClientReplay:
     trainable_type = weights_type.trainable
     self._trainable_specs = tuple(tf.nest.flatten(
         tff.types.type_to_tf_tensor_specs(trainable_type)))
-    self._optimizer = server_optimizer
     messages_sum = factory.messages_sum_fn(trainable_type)
     optimizer = server_optimizer
     num_columns = 1 + factory.num_groups(trainable_type)

@@ -1,7 +1,6 @@
 """DP-REC: private, few-bit aggregation of client updates for TFF."""
 
 import collections
-import math
 from typing import Optional
 
 import numpy as np
@@ -89,7 +88,9 @@ class DPRecSumFactory(tff.aggregators.UnweightedAggregationFactory):
         client; bounds client memory.
       record_messages: Whether to report the round's messages in the
         `messages` measurement (for `tff_dprec.history`) and sum them in a
-        canonical order. Default `False`.
+        canonical order. Default `False`. The accumulate step then appends
+        each message to a matrix, which copies O(n^2) message rows per round
+        of n clients: negligible up to thousands of clients per round.
       insecure_test_seed: TESTS ONLY, NOT PRIVATE. `None` (default) draws the
         client's seed and index-selection noise from fresh OS entropy. An int
         makes both a deterministic function of this value and the client's
