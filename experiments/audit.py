@@ -16,7 +16,7 @@ thresholds. The reverse direction ({T < t}, roles swapped) is tested too.
 Audit mode only: shared seeds and selection seeds come from a seeded NumPy
 generator so that the audit is reproducible; the aggregator never does this.
 The lower bound must stay below the accountant's local epsilon
-(`tff_dprec.accounting.dp_rec_local_epsilon`).
+(`tff_dprec.accounting.dp_rec_local_epsilon`, sound accounting).
 """
 
 import argparse
@@ -38,9 +38,9 @@ def run_audit(*, dim: int = 16, clip_ratio: float = 2.0, bits: int = 7,
   value = np.zeros(dim, np.float32)
   value[0] = clip_ratio * s
 
-  # Compression by parts (Theorem 3): `groups` groups of `bits` bits, so the
-  # message carries bits * groups index bits, enough for Theorem 1's overhead
-  # to stay below delta. The statistic only needs group 0's candidate.
+  # A grouped release: `groups` groups of `bits` bits, accounted with the
+  # sound accounting (docs/PRIVACY.md). The statistic only needs group 0's
+  # candidate, which carries the whole update (the worst split).
   bounds = rec.plan_groups([dim], -(-dim // groups))
   total_bits = bits * len(bounds)
 
@@ -85,7 +85,8 @@ def run_audit(*, dim: int = 16, clip_ratio: float = 2.0, bits: int = 7,
         if eps > best['epsilon']:
           best = dict(epsilon=eps, threshold=float(t), direction=direction)
   accountant_epsilon = accounting.dp_rec_local_epsilon(
-      clip_ratio=clip_ratio, delta=delta, total_bits=total_bits, rounds=1)
+      clip_ratio=clip_ratio, delta=delta, bits=bits, num_groups=len(bounds),
+      rounds=1)
   return dict(dim=dim, clip_ratio=clip_ratio, bits=bits,
               total_bits=total_bits, trials=trials,
               delta=delta, confidence=confidence,

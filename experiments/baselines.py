@@ -42,6 +42,7 @@ def plan(name: str, *, value_type, population: int, clients_per_round: int,
          rounds: int, target_epsilon: float, delta: float, bits: int,
          grouping, noise_stddev: float, l2_clip: float,
          record_messages: bool = False,
+         accounting_mode: str = accounting.SOUND,
          insecure_test_seed: Optional[int] = None) -> AggregatorPlan:
   """Builds and calibrates aggregator `name` for `value_type` (model weights).
 
@@ -49,7 +50,8 @@ def plan(name: str, *, value_type, population: int, clients_per_round: int,
   at most `target_epsilon` at `delta`. `record_messages` makes the REC-based
   aggregators report their messages (for history downlinks);
   `insecure_test_seed` (tests only, not private) makes their messages
-  deterministic.
+  deterministic. `accounting_mode` is DP-REC's accounting (`'sound'`, the
+  default, or `'paper'`; see docs/PRIVACY.md).
 
   Raises:
     ValueError: For an unknown aggregator.
@@ -63,24 +65,27 @@ def plan(name: str, *, value_type, population: int, clients_per_round: int,
   if name in ('dp_rec', 'rec'):
     probe = dp_rec.DPRecSumFactory(noise_stddev=noise_stddev, l2_clip=1.0,
                                    bits=bits, grouping=grouping)
-    total_bits = bits * probe.num_groups(value_type)
+    num_groups = probe.num_groups(value_type)
+    total_bits = bits * num_groups
     if name == 'rec':
       clip, epsilon_after, params = None, None, dict(
           noise_stddev=noise_stddev, bits=bits, grouping=grouping,
-          total_bits=total_bits)
+          num_groups=num_groups, total_bits=total_bits)
     else:
+      message = dict(bits=bits, num_groups=num_groups,
+                     accounting=accounting_mode)
       c = accounting.calibrate_clip_ratio(
-          target_epsilon=target_epsilon, rounds=rounds, total_bits=total_bits,
-          **common)
+          target_epsilon=target_epsilon, rounds=rounds, **message, **common)
       clip = c * noise_stddev
       params = dict(noise_stddev=noise_stddev, clip_ratio=c, l2_clip=clip,
-                    bits=bits, grouping=grouping, total_bits=total_bits)
+                    bits=bits, grouping=grouping, num_groups=num_groups,
+                    total_bits=total_bits, accounting=accounting_mode)
 
       def epsilon_after(r, c=c):
         if r == 0:
           return 0.0
-        return accounting.dp_rec_epsilon(clip_ratio=c, rounds=r,
-                                         total_bits=total_bits, **common)
+        return accounting.dp_rec_epsilon(clip_ratio=c, rounds=r, **message,
+                                         **common)
 
     rec_sum = dp_rec.DPRecSumFactory(noise_stddev, clip, bits=bits,
                                      grouping=grouping,

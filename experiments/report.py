@@ -25,15 +25,15 @@ def markdown_table(records: Sequence[dict]) -> str:
       f"**{first['task']}** ({first['data_source']} data), "
       f"delta = {first['delta']:.3g}",
       '',
-      f'| aggregator | {label} (%) | epsilon | rounds | downlink | '
-      'upload GB | download GB | total GB | s/round |',
-      '|---|---|---|---|---|---|---|---|---|',
+      f'| aggregator | {label} (%) | epsilon | accounting | rounds | '
+      'downlink | upload GB | download GB | total GB | s/round |',
+      '|---|---|---|---|---|---|---|---|---|---|',
   ]
   for r in records:
     eps = '-' if r['epsilon'] is None else f"{r['epsilon']:.3f}"
     lines.append(
         f"| {r['aggregator']} | {100 * r['final_metric']:.2f} | {eps} | "
-        f"{r['rounds']} | {r.get('downlink', 'full')} | "
+        f"{r.get('accounting') or '-'} | {r['rounds']} | {r.get('downlink', 'full')} | "
         f"{r['upload_bits_total'] / GIGABYTE_BITS:.4g} | "
         f"{r['download_bits_total'] / GIGABYTE_BITS:.4g} | "
         f"{(r['upload_bits_total'] + r['download_bits_total']) / GIGABYTE_BITS:.4g}"

@@ -39,6 +39,10 @@ _TARGET_EPSILON = flags.DEFINE_float('target_epsilon', 1.0,
                                      'Privacy budget after all rounds.')
 _DELTA = flags.DEFINE_float('delta', None, 'Delta (default N^-1.1).')
 _SEED = flags.DEFINE_integer('seed', 0, 'Seed for client sampling.')
+_ACCOUNTING = flags.DEFINE_enum(
+    'accounting', 'sound', ['sound', 'paper'],
+    "DP-REC's privacy accounting: 'sound' (proven, docs/PRIVACY.md) or "
+    "'paper' (the paper's Theorem 1; unproven for grouped messages).")
 _DATA_DIR = flags.DEFINE_string(
     'data_dir', os.path.join('data_cache'),
     'Dataset directory (real data files, or where embedded data is cached).')
@@ -159,7 +163,7 @@ def main(argv):
         server_lr=_SERVER_LR.value, progress=_PROGRESS.value,
         downlink=_DOWNLINK.value, verify_clients=_VERIFY_CLIENTS.value,
         resume=_RESUME.value, insecure_test_seed=_INSECURE_TEST_SEED.value,
-        workers=_WORKERS.value)
+        workers=_WORKERS.value, accounting_mode=_ACCOUNTING.value)
   except (tasks.MissingDataError,
           checkpoints.CheckpointConfigMismatchError) as e:
     print(f'error: {e}', file=sys.stderr)

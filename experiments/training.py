@@ -81,6 +81,7 @@ def run_experiment(*, task_name: str, aggregators: Sequence[str],
                    resume: bool = True,
                    insecure_test_seed: Optional[int] = None,
                    workers: int = 0,
+                   accounting_mode: str = 'sound',
                    print_fn=print) -> list[dict]:
   """Trains `task_name` once per aggregator; writes and returns the summary.
 
@@ -152,7 +153,7 @@ def run_experiment(*, task_name: str, aggregators: Sequence[str],
         task, aggregators, pool, print_fn=print_fn, downlink=downlink,
         population=population, clients_per_round=clients_per_round,
         rounds=rounds, target_epsilon=target_epsilon, delta=delta, bits=bits,
-        grouping=grouping, noise_stddev=noise_stddev, l2_clip=l2_clip,
+        accounting_mode=accounting_mode, grouping=grouping, noise_stddev=noise_stddev, l2_clip=l2_clip,
         insecure_test_seed=insecure_test_seed, explicit_server_lr=server_lr,
         seed=seed, eval_every=eval_every, eval_examples=eval_examples,
         client_lr=client_lr, task_dir=task_dir, progress=progress,
@@ -173,8 +174,20 @@ def run_experiment(*, task_name: str, aggregators: Sequence[str],
   return records
 
 
+def _accounting_label(aggregator_plan):
+  """Which accounting produced the record's epsilon."""
+  if not aggregator_plan.private:
+    return None
+  if aggregator_plan.name == 'dp_rec':
+    return 'dp_rec_' + aggregator_plan.params['accounting']
+  if aggregator_plan.name == 'dp_fedavg':
+    return 'subsampled_gaussian_rdp'
+  return 'ddgauss_rdp_zhu_wang'
+
+
 def _train_all(task, aggregators, pool, *, print_fn, downlink, population,
                clients_per_round, rounds, target_epsilon, delta, bits,
+               accounting_mode,
                grouping, noise_stddev, l2_clip, insecure_test_seed,
                explicit_server_lr, seed, eval_every, eval_examples, client_lr,
                task_dir, progress, verify_clients, resume, value_type):
@@ -191,7 +204,8 @@ def _train_all(task, aggregators, pool, *, print_fn, downlink, population,
         clients_per_round=clients_per_round, rounds=rounds,
         target_epsilon=target_epsilon, delta=delta, bits=bits,
         grouping=grouping, noise_stddev=noise_stddev, l2_clip=l2_clip,
-        record_messages=use_history, insecure_test_seed=insecure_test_seed)
+        record_messages=use_history, accounting_mode=accounting_mode,
+        insecure_test_seed=insecure_test_seed)
     if insecure_test_seed is not None and name in ('dp_rec', 'rec'):
       print_fn(f'[{task_name}/{name}] WARNING: insecure test mode: client '
                'seeds are deterministic functions of their updates; the '
@@ -402,6 +416,7 @@ def _train_one(task, aggregator_plan, *, rounds, clients_per_round,
       metric=task.metric, metric_label=task.metric_label,
       final_metric=final_metric, final_metrics=final,
       epsilon=epsilon, delta=delta, target_epsilon=target_epsilon,
+      accounting=_accounting_label(aggregator_plan),
       rounds=completed, clients_per_round=clients_per_round,
       population=task.population,
       sampling='with replacement' if aggregator_plan.sample_with_replacement

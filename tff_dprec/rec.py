@@ -196,28 +196,40 @@ def decode(index: tf.Tensor,
 
 def gumbel_max(log_weights: tf.Tensor,
                selection_seed: Optional[tf.Tensor] = None) -> tf.Tensor:
-  """Samples an index with probability softmax(log_weights) (Gumbel-max)."""
-  shape = tf.shape(log_weights)
-  minval = np.finfo(np.float32).tiny
+  """Samples an index with probability softmax(log_weights) (Gumbel-max).
+
+  The Gumbel noise is float64: with float32 uniforms (24-bit resolution) the
+  largest of 2^24 uniforms ties with probability about 1/2, and argmax breaks
+  ties towards low indices (at bits=24 and equal weights, P(index < K/2) was
+  0.76). With 53-bit uniforms ties have probability about K * 2^-53 <= 2^-29.
+  """
+  gumbel = gumbel_noise(tf.shape(log_weights), selection_seed)
+  return tf.cast(
+      tf.argmax(tf.cast(log_weights, tf.float64) + gumbel), tf.int32)
+
+
+def gumbel_noise(shape, selection_seed: Optional[tf.Tensor] = None
+                 ) -> tf.Tensor:
+  """Standard Gumbel float64 noise, from OS entropy or `selection_seed`."""
+  minval = np.finfo(np.float64).tiny
   if selection_seed is None:
-    u = tf.maximum(fresh_uniform(shape), minval)
+    u = tf.maximum(fresh_uniform(shape, tf.float64), minval)
   else:
     u = tf.random.stateless_uniform(
         shape, seed=tf.convert_to_tensor(selection_seed, tf.int64),
-        minval=minval, maxval=1.0, dtype=tf.float32, alg='philox')
-  gumbel = -tf.math.log(-tf.math.log(u))
-  return tf.cast(tf.argmax(log_weights + gumbel), tf.int32)
+        minval=minval, maxval=1.0, dtype=tf.float64, alg='philox')
+  return -tf.math.log(-tf.math.log(u))
 
 
-def fresh_uniform(shape) -> tf.Tensor:
-  """Uniform [0, 1) float32 from runtime OS entropy.
+def fresh_uniform(shape, dtype=tf.float32) -> tf.Tensor:
+  """Uniform [0, 1) floats from runtime OS entropy.
 
   `seed=seed2=0` makes the kernel seed itself non-deterministically when it is
   created, whatever `tf.random.set_seed` says: a seed baked into the graph
   would be known to whoever built the computation (in TFF, the server).
   """
   return tf.raw_ops.RandomUniform(
-      shape=tf.convert_to_tensor(shape, tf.int32), dtype=tf.float32, seed=0,
+      shape=tf.convert_to_tensor(shape, tf.int32), dtype=dtype, seed=0,
       seed2=0)
 
 

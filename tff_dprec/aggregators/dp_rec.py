@@ -190,8 +190,8 @@ class DPRecSumFactory(tff.aggregators.UnweightedAggregationFactory):
       raise ValueError(
           'Compression-only DP-REC (l2_clip=None) has no privacy guarantee.')
     return accounting.DpRecEvent(
-        clip_ratio=self.clip_ratio,
-        total_bits=self._bits * self.num_groups(value_type))
+        clip_ratio=self.clip_ratio, bits=self._bits,
+        num_groups=self.num_groups(value_type))
 
   def message_type(self, value_type) -> tff.StructWithPythonType:
     """The TFF type of one client message: int64 seed and int32 indices."""

@@ -1,0 +1,490 @@
+"""DP-REC privacy accounting: the event, the accountant, epsilon functions.
+
+Two accountings (derivations and what is assumed: docs/PRIVACY.md):
+
+* `'sound'` (default). Renyi DP of what a client releases, the seed and its
+  M indices, for add/remove-one-client neighbours:
+    - one message: eps(a) = max over the two directions of the worst case,
+      over splits sum_g c_g^2 <= c^2, of the per-group divergences summed over
+      groups (`channel.message_rdp`: exact reverse divergence, upper bounds
+      on the forward one);
+    - one client draw with probability q (Algorithm 7: q = 1/N per draw, B
+      draws per round): the general Poisson-subsampling bound of Zhu and Wang
+      (ICML 2019, Theorem 6), valid for any mechanism, at integer orders;
+    - composition over draws and rounds by adding RDP; conversion to
+      (epsilon, delta) with dp_accounting's conversion (Canonne, Kamath,
+      Steinke 2020, Prop. 12), valid for any pair of distributions.
+  No delta overhead: the divergences are those of the discrete release.
+
+* `'paper'`: Theorem 1 and Algorithm 7 of Triastcyn et al. as published,
+    eps = min_l sum [D_{l+1}(mix || p) + D_{l+1}(p || mix)]
+          - log(delta - 12/2^b rho)/l,  rho = sum exp(c^2),
+  with b the message's total index bits. For one group this follows from
+  the paper's lemma; for M > 1 groups the step "M groups of b bits = one
+  index of M b bits" (Theorem 3) is unproven (a simulation refutes the
+  resulting bias bound), so the paper mode warns with `UnprovenPaperBound`.
+  Kept to reproduce the paper's Table 1.
+
+Both share one modelling assumption, stated in docs/PRIVACY.md: a draw that
+does not pick the target client is compared with a message that encodes
+nothing (the prior).
+"""
+
+import math
+from typing import Optional, Sequence
+import warnings
+
+import attr
+import dp_accounting
+from dp_accounting.rdp import rdp_privacy_accountant
+import numpy as np
+from scipy import integrate
+from scipy import special
+
+from tff_dprec import validation
+from tff_dprec.accounting import channel
+
+SOUND = 'sound'
+PAPER = 'paper'
+ACCOUNTINGS = (SOUND, PAPER)
+
+# Sound mode: integer orders (exact reverse divergence, Zhu-Wang bound).
+SOUND_ORDERS = tuple(range(2, 129))
+# Paper mode: any orders > 1; dense where the optima fall.
+PAPER_ORDERS = tuple(
+    [1.0 + x / 20.0 for x in range(1, 200)] + list(range(11, 129)) +
+    [160, 192, 256, 384, 512, 1024])
+DEFAULT_ORDERS = PAPER_ORDERS  # Backwards-compatible name (paper mode).
+
+REVERSE_FORWARD_BOUND = 'forward_bound'
+REVERSE_NUMERICAL = 'numerical'
+
+_NeighborRel = dp_accounting.NeighboringRelation
+
+
+class OverheadExceedsDeltaError(ValueError):
+  """Paper mode: the 12/2^b * rho overhead of Theorem 1 is at least delta."""
+
+
+class UnprovenPaperBound(UserWarning):
+  """Paper mode with grouped messages: the epsilon rests on an unproven step."""
+
+
+def _check_clip_ratio(instance, attribute, value):
+  del instance, attribute
+  validation.check_nonnegative_number(value, 'clip_ratio')
+
+
+def _check_bits(instance, attribute, value):
+  del instance, attribute
+  validation.check_int_in_range(value, 'bits', 1, 4096)
+
+
+def _check_num_groups(instance, attribute, value):
+  del instance, attribute
+  validation.check_positive_int(value, 'num_groups')
+
+
+@attr.s(frozen=True, slots=True, auto_attribs=True)
+class DpRecEvent(dp_accounting.DpEvent):
+  """One DP-REC release of one client's update.
+
+  The client clips its update v to |v|_2 <= clip_ratio * s, splits it into
+  `num_groups` groups and, for each group, sends the index of one of
+  2^bits candidates drawn from p = N(0, s^2 I) with a public seed, chosen
+  with probability proportional to q(x)/p(x), q = N(v_g, s^2 I).
+
+  Attributes:
+    clip_ratio: c = l2_clip / noise_stddev (non-negative).
+    bits: Index bits of each group.
+    num_groups: Number of groups M (the message carries M * bits index bits).
+  """
+  clip_ratio: float = attr.ib(validator=_check_clip_ratio)
+  bits: int = attr.ib(validator=_check_bits)
+  num_groups: int = attr.ib(default=1, validator=_check_num_groups)
+
+  @property
+  def total_bits(self) -> int:
+    return self.bits * self.num_groups
+
+
+class DpRecAccountant(dp_accounting.PrivacyAccountant):
+  """Privacy accountant for DP-REC.
+
+  Supports `DpRecEvent` (a release without amplification),
+  `PoissonSampledDpEvent(q, DpRecEvent)` (one client draw with probability
+  q; `dp_rec_round_event` builds a round) and `NoOpDpEvent`,
+  `NonPrivateDpEvent`, `ComposedDpEvent`, `SelfComposedDpEvent` of those.
+  """
+
+  def __init__(self,
+               orders: Optional[Sequence[float]] = None,
+               accounting: str = SOUND,
+               reverse_divergence: str = REVERSE_FORWARD_BOUND,
+               neighboring_relation: _NeighborRel = _NeighborRel
+               .ADD_OR_REMOVE_ONE):
+    """Initializes the accountant.
+
+    Args:
+      orders: Renyi orders. Sound mode: integers >= 2 (default
+        `SOUND_ORDERS`); paper mode: values > 1 (default `PAPER_ORDERS`).
+      accounting: `'sound'` (default) or `'paper'`; see the module docstring.
+      reverse_divergence: Paper mode only: how D(p || mix) is bounded,
+        `'forward_bound'` (the paper's) or `'numerical'` (quadrature).
+      neighboring_relation: Must be `ADD_OR_REMOVE_ONE`.
+
+    Raises:
+      ValueError: For invalid arguments.
+    """
+    if neighboring_relation is not _NeighborRel.ADD_OR_REMOVE_ONE:
+      raise ValueError(
+          'DpRecAccountant supports neighboring_relation=ADD_OR_REMOVE_ONE '
+          f'only, found {neighboring_relation!r}.')
+    super().__init__(neighboring_relation)
+    validation.check_choice(accounting, 'accounting', ACCOUNTINGS)
+    validation.check_choice(reverse_divergence, 'reverse_divergence',
+                            (REVERSE_FORWARD_BOUND, REVERSE_NUMERICAL))
+    if accounting == SOUND and reverse_divergence != REVERSE_FORWARD_BOUND:
+      raise ValueError(
+          "reverse_divergence applies to accounting='paper' only, found "
+          f'reverse_divergence={reverse_divergence!r}.')
+    self._accounting = accounting
+    self._reverse_divergence = reverse_divergence
+    if accounting == SOUND:
+      self._orders = channel.check_orders(
+          SOUND_ORDERS if orders is None else orders)
+      self._rdp = np.zeros(len(self._orders))
+    else:
+      orders = np.asarray(PAPER_ORDERS if orders is None else orders,
+                          dtype=np.float64)
+      if orders.ndim != 1 or orders.size == 0 or not np.all(orders > 1):
+        raise ValueError(f'orders must be a non-empty list of values > 1, '
+                         f'found {orders!r}.')
+      self._orders = orders
+      self._forward = np.zeros_like(orders)
+      self._reverse = np.zeros_like(orders)
+      self._overhead = 0.0  # sum_t 12 / 2^b_t * exp(c_t^2)
+      self._rho = 0.0  # sum_t exp(c_t^2)
+
+  @property
+  def accounting(self) -> str:
+    return self._accounting
+
+  @property
+  def orders(self) -> np.ndarray:
+    return np.copy(self._orders)
+
+  @property
+  def rdp(self) -> np.ndarray:
+    """Sound mode: the composed RDP, one value per order."""
+    if self._accounting != SOUND:
+      raise ValueError("rdp is defined for accounting='sound' only.")
+    return np.copy(self._rdp)
+
+  @property
+  def overhead(self) -> float:
+    """Paper mode: the delta overhead 12 sum_t 2^-b_t exp(c_t^2) so far."""
+    return 0.0 if self._accounting == SOUND else self._overhead
+
+  def _maybe_compose(self, event, count, do_compose):
+    if isinstance(event, dp_accounting.NoOpDpEvent):
+      return None
+    if isinstance(event, dp_accounting.NonPrivateDpEvent):
+      if do_compose:
+        if self._accounting == SOUND:
+          self._rdp += np.inf
+        else:
+          self._forward += np.inf
+      return None
+    if isinstance(event, dp_accounting.SelfComposedDpEvent):
+      return self._maybe_compose(event.event, event.count * count, do_compose)
+    if isinstance(event, dp_accounting.ComposedDpEvent):
+      for e in event.events:
+        result = self._maybe_compose(e, count, do_compose)
+        if result is not None:
+          return result
+      return None
+    if isinstance(event, DpRecEvent):
+      if do_compose:
+        self._compose(1.0, event, count)
+      return None
+    if isinstance(event, dp_accounting.PoissonSampledDpEvent):
+      if not isinstance(event.event, DpRecEvent):
+        return self.CompositionErrorDetails(
+            invalid_event=event,
+            error_message='DpRecAccountant supports PoissonSampledDpEvent of '
+            f'a DpRecEvent only, found subevent {event.event}.')
+      if do_compose:
+        self._compose(event.sampling_probability, event.event, count)
+      return None
+    return self.CompositionErrorDetails(
+        invalid_event=event, error_message='Unsupported event.')
+
+  def _compose(self, q, event, count):
+    if self._accounting == SOUND:
+      self._rdp += count * sound_rdp(
+          q, event.clip_ratio, event.bits, event.num_groups, self._orders)
+      return
+    if event.num_groups > 1:
+      warn_unproven(event.num_groups)
+    c = float(event.clip_ratio)
+    forward = _paper_forward_rdp(q, c, self._orders)
+    if self._reverse_divergence == REVERSE_NUMERICAL:
+      reverse = np.minimum(forward, _reverse_rdp_numerical(q, c, self._orders))
+    else:
+      reverse = forward
+    self._forward += count * forward
+    self._reverse += count * reverse
+    exp_d2 = math.exp(c * c) if c * c < 700.0 else math.inf
+    self._rho += count * exp_d2
+    self._overhead += count * 12.0 * exp_d2 * 2.0**-event.total_bits
+
+  def get_epsilon_and_optimal_order(self, target_delta: float):
+    """Returns (epsilon, optimal order) at `target_delta`.
+
+    Raises:
+      ValueError: If target_delta is not in (0, 1).
+      OverheadExceedsDeltaError: Paper mode, target_delta <= the overhead.
+    """
+    validation.check_probability(target_delta, 'target_delta')
+    if self._accounting == SOUND:
+      if not np.any(self._rdp):
+        return 0.0, float(self._orders[0])
+      eps, order = rdp_privacy_accountant.compute_epsilon(
+          self._orders.astype(np.float64), self._rdp, target_delta)
+      return float(eps), float(order)
+    if self._overhead >= target_delta:
+      needed = _bits_needed(self._rho, target_delta)
+      raise OverheadExceedsDeltaError(
+          f'target_delta={target_delta!r} is at or below the DP-REC overhead '
+          f'term 12/2^b * rho = {self._overhead:.4g} (Theorem 1); at least '
+          f'{needed} index bits per message are needed for this delta.')
+    if self._rho == 0.0 and not np.any(self._forward):
+      return 0.0, float(self._orders[0])
+    lam = self._orders - 1.0
+    eps = (self._forward + self._reverse -
+           math.log(target_delta - self._overhead) / lam)
+    i = int(np.argmin(eps))
+    return float(max(eps[i], 0.0)), float(self._orders[i])
+
+  def get_epsilon(self, target_delta: float) -> float:
+    return self.get_epsilon_and_optimal_order(target_delta)[0]
+
+
+def sound_rdp(q: float, clip_ratio: float, bits: int, num_groups: int,
+              orders: Sequence[int]) -> np.ndarray:
+  """RDP of one DP-REC client draw with probability q (sound accounting).
+
+  Base RDP of one message: eps(l) = max(forward, reverse) of
+  `channel.message_rdp` at every integer l <= max(orders); then
+  `zhu_wang_upper_bound` for q < 1, never above the base RDP.
+  """
+  orders = channel.check_orders(orders)
+  all_orders = tuple(range(2, int(orders.max()) + 1))
+  forward, reverse = channel.message_rdp(
+      clip_ratio=clip_ratio, bits=bits, num_groups=num_groups,
+      orders=all_orders)
+  base = np.maximum(forward, reverse)  # base[l - 2] = eps(l)
+  values = base[orders - 2]
+  if q >= 1.0:
+    return values
+  return np.minimum(values, zhu_wang_upper_bound(q, base, orders))
+
+
+def zhu_wang_upper_bound(q: float, base: np.ndarray,
+                         orders: np.ndarray) -> np.ndarray:
+  """General Poisson-subsampled RDP upper bound (Zhu and Wang, ICML 2019).
+
+  Theorem 6 there: for a mechanism with RDP eps(.) (add/remove, both
+  directions) and sampling probability q, at integer a >= 2,
+    (a-1) eps'(a) <= log[(1-q)^(a-1) (a q - q + 1)
+                         + C(a,2) q^2 (1-q)^(a-2) e^{eps(2)}
+                         + 3 sum_{l=3}^a C(a,l) (1-q)^(a-l) q^l e^{(l-1)eps(l)}].
+  `base[l - 2]` is eps(l).
+  """
+  log_q = math.log(q)
+  log_1mq = math.log1p(-q)
+  out = np.empty(len(orders))
+  for i, alpha in enumerate(orders):
+    alpha = int(alpha)
+    terms = [(alpha - 1) * log_1mq + math.log1p((alpha - 1) * q),
+             _log_comb(alpha, 2) + 2 * log_q + (alpha - 2) * log_1mq + base[0]]
+    if alpha >= 3:
+      l = np.arange(3, alpha + 1)
+      terms.extend(math.log(3.0) + _log_comb(alpha, l) + (alpha - l) * log_1mq
+                   + l * log_q + (l - 1) * base[l - 2])
+    out[i] = max(float(special.logsumexp(terms)), 0.0) / (alpha - 1)
+  return out
+
+
+def warn_unproven(num_groups):
+  warnings.warn(
+      f"accounting='paper' with num_groups={num_groups}: the paper treats M "
+      'groups of b bits as one index of M*b bits (Theorem 3), a step that '
+      'does not follow from its lemma; this epsilon is unproven. Use '
+      "accounting='sound' for a guarantee (docs/PRIVACY.md).",
+      UnprovenPaperBound, stacklevel=3)
+
+
+def resolve_bits(accounting: str, bits: Optional[int],
+                 num_groups: Optional[int], total_bits: Optional[int]):
+  """Returns (bits, num_groups) from the caller's arguments, checked.
+
+  Sound mode needs `bits` (per group) and `num_groups`; `total_bits` (one
+  index of that many bits) is the paper mode's, which also accepts
+  `bits` with `num_groups`.
+  """
+  validation.check_choice(accounting, 'accounting', ACCOUNTINGS)
+  if total_bits is not None:
+    if accounting == SOUND:
+      raise ValueError(
+          f"total_bits={total_bits!r} is the paper mode's message size; the "
+          "sound accounting needs bits (per group) and num_groups. Pass "
+          "bits= and num_groups=, or accounting='paper'.")
+    if bits is not None or num_groups is not None:
+      raise ValueError(
+          f'Pass either total_bits={total_bits!r} or bits={bits!r} with '
+          f'num_groups={num_groups!r}, not both.')
+    validation.check_positive_int(total_bits, 'total_bits')
+    return int(total_bits), 1
+  if bits is None or num_groups is None:
+    raise ValueError(
+        f'bits (per group) and num_groups are required, found bits={bits!r}, '
+        f'num_groups={num_groups!r}.')
+  validation.check_positive_int(bits, 'bits')
+  validation.check_positive_int(num_groups, 'num_groups')
+  return int(bits), int(num_groups)
+
+
+def dp_rec_round_event(*, clip_ratio: float, population: int,
+                       clients_per_round: int, bits: Optional[int] = None,
+                       num_groups: Optional[int] = None,
+                       total_bits: Optional[int] = None
+                       ) -> dp_accounting.DpEvent:
+  """One DP-REC round: B client draws with replacement, each with q = 1/N."""
+  validation.check_positive_int(population, 'population')
+  validation.check_positive_int(clients_per_round, 'clients_per_round')
+  if total_bits is not None:
+    bits, num_groups = resolve_bits(PAPER, bits, num_groups, total_bits)
+  else:
+    bits, num_groups = resolve_bits(SOUND, bits, num_groups, None)
+  return dp_accounting.SelfComposedDpEvent(
+      dp_accounting.PoissonSampledDpEvent(
+          1.0 / population, DpRecEvent(clip_ratio, bits, num_groups)),
+      clients_per_round)
+
+
+def dp_rec_epsilon(*, clip_ratio: float, population: int,
+                   clients_per_round: int, rounds: int, delta: float,
+                   bits: Optional[int] = None,
+                   num_groups: Optional[int] = None,
+                   total_bits: Optional[int] = None,
+                   accounting: str = SOUND,
+                   reverse_divergence: str = REVERSE_FORWARD_BOUND) -> float:
+  """Epsilon of DP-REC after `rounds` rounds (T*B draws with q = 1/N).
+
+  Args:
+    clip_ratio: c = l2_clip / noise_stddev, >= 0.
+    population: N, the number of clients in the federation.
+    clients_per_round: B, drawn with replacement.
+    rounds: T (0 gives epsilon 0).
+    delta: Target delta in (0, 1).
+    bits: Index bits per group.
+    num_groups: Groups per message.
+    total_bits: Paper mode only: the message's index bits as one index.
+    accounting: `'sound'` (default) or `'paper'`.
+    reverse_divergence: Paper mode only, see `DpRecAccountant`.
+
+  Raises:
+    ValueError, TypeError: For invalid arguments.
+    OverheadExceedsDeltaError: Paper mode, delta at or below the overhead.
+  """
+  validation.check_nonnegative_int(rounds, 'rounds')
+  validation.check_probability(delta, 'delta')
+  sampling_rate(population, clients_per_round)
+  bits, num_groups = resolve_bits(accounting, bits, num_groups, total_bits)
+  accountant = DpRecAccountant(accounting=accounting,
+                               reverse_divergence=reverse_divergence)
+  event = dp_accounting.SelfComposedDpEvent(
+      dp_accounting.PoissonSampledDpEvent(
+          1.0 / population, DpRecEvent(clip_ratio, bits, num_groups)),
+      clients_per_round)
+  accountant.compose(event, rounds)
+  return accountant.get_epsilon(delta)
+
+
+def dp_rec_local_epsilon(*, clip_ratio: float, delta: float,
+                         bits: Optional[int] = None,
+                         num_groups: Optional[int] = None,
+                         total_bits: Optional[int] = None, rounds: int = 1,
+                         accounting: str = SOUND) -> float:
+  """Epsilon of `rounds` releases of one client, without amplification.
+
+  Add/remove: a client's message against a message that encodes nothing;
+  see docs/PRIVACY.md for substitution.
+  """
+  validation.check_nonnegative_int(rounds, 'rounds')
+  validation.check_probability(delta, 'delta')
+  bits, num_groups = resolve_bits(accounting, bits, num_groups, total_bits)
+  accountant = DpRecAccountant(accounting=accounting)
+  accountant.compose(DpRecEvent(clip_ratio, bits, num_groups), rounds)
+  return accountant.get_epsilon(delta)
+
+
+def sampling_rate(population, clients_per_round):
+  validation.check_positive_int(population, 'population')
+  validation.check_positive_int(clients_per_round, 'clients_per_round')
+  if clients_per_round > population:
+    raise ValueError(
+        f'clients_per_round={clients_per_round} exceeds population='
+        f'{population}.')
+  return clients_per_round / population
+
+
+def _paper_forward_rdp(q, c, orders):
+  """RDP of the Poisson-subsampled Gaussian with noise multiplier 1/c."""
+  if c == 0.0:
+    return np.zeros_like(orders)
+  if q >= 1.0:
+    return orders * c * c / 2.0
+  # dp_accounting 0.4.3 exposes no public RDP vector; this is the function
+  # its RdpAccountant composes for PoissonSampledDpEvent(GaussianDpEvent).
+  return np.maximum(np.asarray(
+      rdp_privacy_accountant._compute_rdp_poisson_subsampled_gaussian(  # pylint: disable=protected-access
+          q, 1.0 / c, orders), dtype=np.float64), 0.0)
+
+
+def _reverse_rdp_numerical(q, c, orders):
+  """D_alpha(p || (1-q) p + q q_c) by quadrature, in units of the noise.
+
+  = 1/(alpha-1) log E_{x~N(0,1)}[(1 - q + q exp(c x - c^2/2))^(1-alpha)];
+  the integrand is in (0, (1-q)^(1-alpha)]. Rounded up by quad's error.
+  """
+  if c == 0.0:
+    return np.zeros_like(orders)
+  if q >= 1.0:
+    return orders * c * c / 2.0
+  values = []
+  log1mq = math.log1p(-q)
+  for alpha in orders:
+
+    def integrand(x, alpha=alpha):
+      log_ratio = np.logaddexp(log1mq, math.log(q) + c * x - c * c / 2.0)
+      return math.exp((1.0 - alpha) * log_ratio - x * x / 2.0) / math.sqrt(
+          2.0 * math.pi)
+
+    value, err = integrate.quad(integrand, -np.inf, np.inf, epsabs=1e-14,
+                                epsrel=1e-12, limit=200)
+    values.append(math.log(value + abs(err)) / (alpha - 1.0))
+  return np.maximum(np.asarray(values), 0.0)
+
+
+def _log_comb(n, k):
+  return (special.gammaln(n + 1) - special.gammaln(k + 1) -
+          special.gammaln(n - k + 1))
+
+
+def _bits_needed(rho, delta):
+  if not math.isfinite(rho):
+    return math.inf
+  return int(math.floor(math.log2(12.0 * rho / delta))) + 1
