@@ -1,0 +1,312 @@
+"""Tests for tff_dprec.accounting.dp_rec: events, accountant, epsilon."""
+
+import math
+import warnings
+
+from absl.testing import parameterized
+import dp_accounting
+import numpy as np
+
+from tff_dprec import accounting
+from tff_dprec.accounting import channel
+from tff_dprec.accounting import dp_rec
+
+
+def _paper_delta(population):
+  return population**-1.1
+
+
+class PaperModeTest(parameterized.TestCase):
+  """Appendix C of the DP-REC paper: clip ratios and their epsilons."""
+
+  @parameterized.named_parameters(
+      ('mnist_eps3', 0.545, 100, 10, 1000, 3.0),
+      ('mnist_eps6', 0.87, 100, 10, 1000, 6.0),
+      ('femnist_eps1', 0.77, 3500, 100, 4000, 1.0),
+      ('femnist_eps3', 1.41, 3500, 100, 4000, 3.0),
+      ('femnist_eps6', 1.745, 3500, 100, 4000, 6.0),
+      ('shakespeare_eps3', 1.435, 660, 66, 200, 3.0),
+  )
+  def test_reproduces_paper(self, c, population, per_round, rounds, expected):
+    eps = accounting.dp_rec_epsilon(
+        clip_ratio=c, population=population, clients_per_round=per_round,
+        rounds=rounds, delta=_paper_delta(population), total_bits=70,
+        accounting='paper')
+    self.assertAlmostEqual(eps, expected, delta=0.05)
+
+  def test_stackoverflow_42_bits_is_unreachable(self):
+    population = 342477
+    with self.assertRaisesRegex(accounting.OverheadExceedsDeltaError,
+                                r'at least 43 index bits'):
+      accounting.dp_rec_epsilon(
+          clip_ratio=1.227, population=population, clients_per_round=60,
+          rounds=1500, delta=_paper_delta(population), total_bits=42,
+          accounting='paper')
+
+  def test_stackoverflow_48_bits(self):
+    population = 342477
+    eps = accounting.dp_rec_epsilon(
+        clip_ratio=1.227, population=population, clients_per_round=60,
+        rounds=1500, delta=_paper_delta(population), total_bits=48,
+        accounting='paper')
+    self.assertAlmostEqual(eps, 0.94, delta=0.02)
+
+  def test_grouped_messages_warn(self):
+    kwargs = dict(clip_ratio=1.0, population=1000, clients_per_round=10,
+                  rounds=10, delta=1e-5, accounting='paper')
+    with self.assertWarns(accounting.UnprovenPaperBound):
+      grouped = accounting.dp_rec_epsilon(bits=8, num_groups=8, **kwargs)
+    with warnings.catch_warnings():
+      warnings.simplefilter('error', accounting.UnprovenPaperBound)
+      single = accounting.dp_rec_epsilon(total_bits=64, **kwargs)
+    self.assertEqual(grouped, single)
+
+  def test_numerical_reverse_divergence_is_tighter_but_close(self):
+    kwargs = dict(clip_ratio=1.41, population=3500, clients_per_round=100,
+                  rounds=4000, delta=_paper_delta(3500), total_bits=70,
+                  accounting='paper')
+    paper = accounting.dp_rec_epsilon(**kwargs)
+    numerical = accounting.dp_rec_epsilon(
+        reverse_divergence='numerical', **kwargs)
+    self.assertLess(numerical, paper)
+    self.assertGreater(numerical, 0.9 * paper)
+
+  def test_local_epsilon_closed_form(self):
+    c, delta, bits, rounds = 0.3, 1e-5, 64, 3
+    expected = min(
+        rounds * (lam + 1) * c * c -
+        math.log(delta - 12 * 2.0**-bits * rounds * math.exp(c * c)) / lam
+        for lam in np.asarray(accounting.PAPER_ORDERS) - 1)
+    eps = accounting.dp_rec_local_epsilon(clip_ratio=c, delta=delta,
+                                          total_bits=bits, rounds=rounds,
+                                          accounting='paper')
+    self.assertAlmostEqual(eps, expected, places=9)
+
+  def test_overhead_sums_per_event(self):
+    accountant = accounting.DpRecAccountant(accounting='paper')
+    accountant.compose(accounting.DpRecEvent(1.0, 20), 3)
+    accountant.compose(accounting.DpRecEvent(0.5, 30))
+    expected = 12 * (3 * math.e * 2.0**-20 + math.exp(0.25) * 2.0**-30)
+    self.assertAlmostEqual(accountant.overhead, expected, places=15)
+
+
+class SoundModeTest(parameterized.TestCase):
+
+  def test_local_epsilon_from_channel(self):
+    # One release, no amplification: eps from the message RDP directly.
+    c, bits, groups, delta = 1.0, 7, 4, 1e-5
+    forward, reverse = channel.message_rdp(
+        clip_ratio=c, bits=bits, num_groups=groups,
+        orders=accounting.SOUND_ORDERS)
+    from dp_accounting.rdp import rdp_privacy_accountant  # pylint: disable=g-import-not-at-top
+    expected = rdp_privacy_accountant.compute_epsilon(
+        np.asarray(accounting.SOUND_ORDERS, float),
+        np.maximum(forward, reverse), delta)[0]
+    eps = accounting.dp_rec_local_epsilon(clip_ratio=c, delta=delta,
+                                          bits=bits, num_groups=groups)
+    self.assertAlmostEqual(eps, expected, places=12)
+
+  def test_round_uses_zhu_wang_per_draw(self):
+    c, bits, groups, n, b, delta = 1.0, 7, 3, 500, 5, 1e-5
+    orders = np.asarray(accounting.SOUND_ORDERS)
+    per_draw = dp_rec.sound_rdp(1 / n, c, bits, groups, orders)
+    accountant = accounting.DpRecAccountant()
+    accountant.compose(accounting.dp_rec_round_event(
+        clip_ratio=c, bits=bits, num_groups=groups, population=n,
+        clients_per_round=b), 7)
+    np.testing.assert_allclose(accountant.rdp, 7 * b * per_draw)
+
+  def test_subsampling_amplifies(self):
+    common = dict(clip_ratio=0.5, delta=1e-5, bits=8, num_groups=4)
+    local = accounting.dp_rec_local_epsilon(rounds=10, **common)
+    central = accounting.dp_rec_epsilon(
+        population=1000, clients_per_round=1, rounds=10, **common)
+    self.assertLess(central, local)
+
+  def test_stackoverflow_at_paper_clip(self):
+    # SO-LR: c = 1.227, 6 groups x 7 bits. The sound accounting needs no
+    # overhead, so 42 bits are enough (the paper mode refuses them).
+    population = 342477
+    eps = accounting.dp_rec_epsilon(
+        clip_ratio=1.227, population=population, clients_per_round=60,
+        rounds=1500, delta=_paper_delta(population), bits=7, num_groups=6)
+    self.assertGreater(eps, 0.9)
+    self.assertLess(eps, 1.0)
+
+  def test_gaussian_lower_bound(self):
+    # With many bits the channel approaches the Gaussian mechanism, whose
+    # subsampled RDP (exact) is a lower bound for the data-processed release.
+    kwargs = dict(population=1000, clients_per_round=10, rounds=100,
+                  delta=1e-5)
+    gauss = accounting.dp_fedavg_epsilon(noise_multiplier=1.0, **kwargs)
+    # DP-FedAvg samples at q = B/N per round; per draw q = 1/N, B draws.
+    sound = accounting.dp_rec_epsilon(clip_ratio=1.0, bits=20, num_groups=1,
+                                      **kwargs)
+    self.assertGreater(sound, 0.5 * gauss)
+
+  @parameterized.named_parameters(
+      ('total_bits', dict(total_bits=64), 'paper mode'),
+      ('missing_groups', dict(bits=8), 'num_groups'),
+      ('missing_bits', dict(num_groups=8), 'bits'),
+      ('both', dict(bits=8, num_groups=8, total_bits=64), 'total_bits'),
+  )
+  def test_bits_arguments(self, bits_kwargs, message):
+    kwargs = dict(clip_ratio=1.0, population=100, clients_per_round=10,
+                  rounds=10, delta=1e-5)
+    with self.assertRaisesRegex(ValueError, message):
+      accounting.dp_rec_epsilon(**kwargs, **bits_kwargs)
+
+  def test_reverse_divergence_is_paper_only(self):
+    with self.assertRaisesRegex(ValueError, 'reverse_divergence'):
+      accounting.DpRecAccountant(reverse_divergence='numerical')
+
+  def test_non_integer_orders_rejected(self):
+    with self.assertRaisesRegex(ValueError, 'integers'):
+      accounting.DpRecAccountant(orders=[1.5, 2.0])
+
+
+class AccountantContractTest(parameterized.TestCase):
+
+  @parameterized.parameters('sound', 'paper')
+  def test_no_op_and_empty_accountant(self, mode):
+    accountant = accounting.DpRecAccountant(accounting=mode)
+    self.assertEqual(accountant.get_epsilon(1e-5), 0.0)
+    accountant.compose(dp_accounting.NoOpDpEvent())
+    self.assertEqual(accountant.get_epsilon(1e-5), 0.0)
+
+  @parameterized.parameters('sound', 'paper')
+  def test_non_private(self, mode):
+    accountant = accounting.DpRecAccountant(accounting=mode)
+    accountant.compose(dp_accounting.NonPrivateDpEvent())
+    self.assertEqual(accountant.get_epsilon(1e-5), math.inf)
+
+  @parameterized.named_parameters(
+      ('gaussian', dp_accounting.GaussianDpEvent(1.0)),
+      ('poisson_gaussian', dp_accounting.PoissonSampledDpEvent(
+          0.1, dp_accounting.GaussianDpEvent(1.0))),
+      ('unsupported', dp_accounting.UnsupportedDpEvent()),
+      ('composed_bad', dp_accounting.ComposedDpEvent(
+          [accounting.DpRecEvent(1.0, 8),
+           dp_accounting.LaplaceDpEvent(1.0)])),
+  )
+  def test_unsupported_events(self, event):
+    accountant = accounting.DpRecAccountant()
+    self.assertFalse(accountant.supports(event))
+    with self.assertRaises(dp_accounting.UnsupportedEventError):
+      accountant.compose(event)
+    self.assertEqual(accountant.get_epsilon(1e-5), 0.0)
+
+  def test_supports_does_not_compose(self):
+    accountant = accounting.DpRecAccountant()
+    event = accounting.dp_rec_round_event(clip_ratio=1.0, bits=8,
+                                          num_groups=5, population=100,
+                                          clients_per_round=5)
+    self.assertTrue(accountant.supports(event))
+    self.assertEqual(accountant.get_epsilon(1e-5), 0.0)
+
+  @parameterized.parameters('sound', 'paper')
+  def test_composition_equals_self_composition(self, mode):
+    event = accounting.dp_rec_round_event(clip_ratio=1.0, total_bits=40,
+                                          population=100, clients_per_round=5)
+    a = accounting.DpRecAccountant(accounting=mode)
+    for _ in range(4):
+      a.compose(event)
+    b = accounting.DpRecAccountant(accounting=mode)
+    b.compose(dp_accounting.SelfComposedDpEvent(event, 4))
+    self.assertAlmostEqual(a.get_epsilon(1e-5), b.get_epsilon(1e-5), places=9)
+
+  @parameterized.named_parameters(
+      ('negative_c', -1.0, 8, ValueError),
+      ('nan_c', float('nan'), 8, ValueError),
+      ('bool_bits', 1.0, True, TypeError),
+      ('zero_bits', 1.0, 0, ValueError),
+      ('float_bits', 1.0, 8.0, TypeError),
+  )
+  def test_bad_event(self, c, bits, error):
+    with self.assertRaises(error):
+      accounting.DpRecEvent(c, bits)
+
+  def test_bad_accountant_arguments(self):
+    with self.assertRaisesRegex(ValueError, 'accounting'):
+      accounting.DpRecAccountant(accounting='exact')
+    with self.assertRaisesRegex(ValueError, 'neighboring_relation'):
+      accounting.DpRecAccountant(
+          neighboring_relation=dp_accounting.NeighboringRelation.REPLACE_ONE)
+
+  @parameterized.named_parameters(
+      ('delta_zero', dict(delta=0.0), ValueError, 'delta'),
+      ('delta_one', dict(delta=1.0), ValueError, 'delta'),
+      ('rounds_negative', dict(rounds=-1), ValueError, 'rounds'),
+      ('rounds_float', dict(rounds=1.5), TypeError, 'rounds'),
+      ('population_zero', dict(population=0), ValueError, 'population'),
+      ('too_many_clients', dict(clients_per_round=200), ValueError,
+       'clients_per_round'),
+  )
+  def test_bad_epsilon_arguments(self, override, error, name):
+    kwargs = dict(clip_ratio=1.0, population=100, clients_per_round=10,
+                  rounds=10, delta=1e-5, bits=8, num_groups=8)
+    kwargs.update(override)
+    with self.assertRaisesRegex(error, name):
+      accounting.dp_rec_epsilon(**kwargs)
+
+
+class MonotonicityTest(parameterized.TestCase):
+
+  _BASE = dict(clip_ratio=1.0, population=1000, clients_per_round=10,
+               rounds=100, delta=1e-5, bits=8, num_groups=4)
+
+  @parameterized.named_parameters(
+      ('clip_ratio', 'clip_ratio', 1.2, +1),
+      ('population', 'population', 2000, -1),
+      ('clients_per_round', 'clients_per_round', 20, +1),
+      ('rounds', 'rounds', 200, +1),
+      ('delta', 'delta', 1e-4, -1),
+  )
+  def test_monotone(self, name, value, direction):
+    base = accounting.dp_rec_epsilon(**self._BASE)
+    changed = accounting.dp_rec_epsilon(**{**self._BASE, name: value})
+    self.assertEqual(np.sign(changed - base), direction)
+
+
+class CalibrationTest(parameterized.TestCase):
+
+  @parameterized.parameters(1.0, 3.0)
+  def test_clip_ratio_round_trip(self, target):
+    kwargs = dict(population=100, clients_per_round=10, rounds=1000,
+                  delta=_paper_delta(100), bits=7, num_groups=10)
+    c = accounting.calibrate_clip_ratio(target_epsilon=target, **kwargs)
+    self.assertLessEqual(accounting.dp_rec_epsilon(clip_ratio=c, **kwargs),
+                         target)
+    self.assertGreater(
+        accounting.dp_rec_epsilon(clip_ratio=c * 1.001, **kwargs), target)
+
+  def test_paper_calibration_matches_paper_mnist(self):
+    c = accounting.calibrate_clip_ratio(
+        target_epsilon=3.0, population=100, clients_per_round=10, rounds=1000,
+        delta=_paper_delta(100), total_bits=70, accounting='paper')
+    self.assertAlmostEqual(c, 0.545, delta=0.005)
+
+  def test_paper_calibration_fails_when_bits_cannot_meet_delta(self):
+    with self.assertRaises(accounting.OverheadExceedsDeltaError):
+      accounting.calibrate_clip_ratio(
+          target_epsilon=1.0, population=342477, clients_per_round=60,
+          rounds=1500, delta=_paper_delta(342477), total_bits=30,
+          accounting='paper')
+
+  def test_calibration_rejects_bad_target(self):
+    with self.assertRaisesRegex(ValueError, 'target_epsilon'):
+      accounting.calibrate_clip_ratio(
+          target_epsilon=0.0, population=100, clients_per_round=10,
+          rounds=10, delta=1e-3, bits=8, num_groups=8)
+
+  @parameterized.parameters(1.2641164, 0.000123456789, 9.9999999, 3.0, 25.0)
+  def test_rounding_is_safe(self, value):
+    self.assertLessEqual(accounting.round_down(value), value)
+    self.assertGreaterEqual(accounting.round_up(value), value)
+    self.assertLess(value - accounting.round_down(value), 2e-5 * value)
+    self.assertLess(accounting.round_up(value) - value, 2e-5 * value)
+
+
+if __name__ == '__main__':
+  import absl.testing.absltest  # pylint: disable=g-import-not-at-top
+  absl.testing.absltest.main()
