@@ -155,8 +155,9 @@ class ConstructionTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(factory.num_groups(model), 6)
     self.assertEqual(factory.message_bits(model), 64 + 48)
     event = factory.dp_event(model)
-    self.assertEqual(event, accounting.DpRecEvent(clip_ratio=1.2,
-                                                  total_bits=48))
+    self.assertEqual(event, accounting.DpRecEvent(clip_ratio=1.2, bits=8,
+                                                  num_groups=6))
+    self.assertEqual(event.total_bits, 48)
 
   def test_compression_only_has_no_dp_event(self):
     factory = dp_rec.DPRecSumFactory(noise_stddev=0.05, l2_clip=None)

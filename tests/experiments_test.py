@@ -275,9 +275,11 @@ class AuditTest(tf.test.TestCase):
 
   def test_lower_bound_detects_leakage_but_stays_below_accountant(self):
     result = audit.run_audit(clip_ratio=2.0, trials=3000, seed=1)
+    # A grouped release: 4 groups of 7 bits.
+    self.assertEqual(result['total_bits'], 4 * 7)
     # A clipped update at c = 2 is clearly distinguishable from zero...
     self.assertGreater(result['empirical_epsilon_lower_bound'], 1.0)
-    # ...but never beyond what the accountant allows (Theorem 1).
+    # ...but never beyond what the sound accountant allows.
     self.assertLess(result['empirical_epsilon_lower_bound'],
                     result['accountant_epsilon'])
 
@@ -444,7 +446,8 @@ class ResumeTest(tf.test.TestCase):
     c = record['params']['clip_ratio']
     from tff_dprec import accounting  # pylint: disable=g-import-not-at-top
     spent = accounting.dp_rec_epsilon(
-        clip_ratio=c, rounds=5, total_bits=record['params']['total_bits'],
+        clip_ratio=c, rounds=5, bits=record['params']['bits'],
+        num_groups=record['params']['num_groups'],
         population=record['population'], clients_per_round=4,
         delta=record['delta'])
     self.assertAlmostEqual(record['epsilon'], spent, places=9)
