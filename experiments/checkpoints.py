@@ -33,6 +33,14 @@ class CheckpointConfigMismatchError(ValueError):
   """The checkpoints in a directory belong to a differently configured run."""
 
 
+class PrivacyLedgerError(ValueError):
+  """The privacy ledger is missing, unreadable, or behind the checkpoints.
+
+  The ledger is the record of privacy spent in a run directory: it is never
+  reset or guessed, so every such case stops the run.
+  """
+
+
 def encode(value) -> Any:
   """Makes nested dicts/lists/NumPy values JSON-serializable, exactly."""
   if isinstance(value, dict):
@@ -169,21 +177,52 @@ class RunCheckpointer:
       os.rename(path, target)
 
   def remove_all(self) -> None:
+    """Removes checkpoints and record; archives (never deletes) the ledger."""
     asyncio.run(self._manager.remove_all())
-    for path in (self._ledger_path, self._record_path):
-      if os.path.exists(path):
-        os.remove(path)
+    if os.path.exists(self._record_path):
+      os.remove(self._record_path)
+    if os.path.exists(self._ledger_path):
+      target = os.path.join(
+          self._run_dir, f'privacy_ledger.archived-{time.time_ns()}.json')
+      os.rename(self._ledger_path, target)
+      self._print(f'note: the previous privacy ledger is kept as {target}: '
+                  'privacy spent on this data by earlier runs still counts.')
 
-  def read_ledger(self) -> dict:
-    """The privacy ledger: rounds started, lost rounds counted as spent."""
+  def has_checkpoints(self) -> bool:
+    """Whether any checkpoint, valid or set aside, exists."""
+    return any(name.startswith(_PREFIX) for name in os.listdir(self._dir))
+
+  def read_ledger(self) -> Optional[dict]:
+    """The privacy ledger (rounds started, lost rounds), or None if absent.
+
+    Raises:
+      PrivacyLedgerError: If it cannot be read or has the wrong shape.
+      CheckpointConfigMismatchError: If it belongs to another configuration.
+    """
     if not os.path.exists(self._ledger_path):
-      return dict(started=0, lost=0, fingerprint=self._fingerprint)
-    with open(self._ledger_path) as f:
-      ledger = json.load(f)
+      return None
+    advice = ('It records privacy already spent and is never reset: restore '
+              'it, or use another --output_dir.')
+    try:
+      with open(self._ledger_path, encoding='utf-8') as f:
+        text = f.read()
+      ledger = json.loads(text)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+      raise PrivacyLedgerError(
+          f'The privacy ledger {self._ledger_path} cannot be read '
+          f'({type(e).__name__}: {e}). {advice}') from None
+    if not (isinstance(ledger, dict) and all(
+        isinstance(ledger.get(k), int) and not isinstance(ledger.get(k), bool)
+        and ledger[k] >= 0 for k in ('started', 'lost'))):
+      raise PrivacyLedgerError(
+          f'The privacy ledger {self._ledger_path} is malformed (expected '
+          f'non-negative integers "started" and "lost", found '
+          f'{text[:120]!r}). {advice}')
     if ledger.get('fingerprint') != self._fingerprint:
       raise CheckpointConfigMismatchError(
           f'{self._ledger_path} belongs to a run with another configuration; '
-          'pass --noresume to start over or use another --output_dir.')
+          'pass --noresume to start over (the old ledger is archived, not '
+          'deleted) or use another --output_dir.')
     return ledger
 
   def write_ledger(self, *, started: int, lost: int) -> None:

@@ -165,7 +165,8 @@ def main(argv):
         resume=_RESUME.value, insecure_test_seed=_INSECURE_TEST_SEED.value,
         workers=_WORKERS.value, accounting_mode=_ACCOUNTING.value)
   except (tasks.MissingDataError,
-          checkpoints.CheckpointConfigMismatchError) as e:
+          checkpoints.CheckpointConfigMismatchError,
+          checkpoints.PrivacyLedgerError) as e:
     print(f'error: {e}', file=sys.stderr)
     sys.exit(2)
   del summary

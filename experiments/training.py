@@ -174,6 +174,28 @@ def run_experiment(*, task_name: str, aggregators: Sequence[str],
   return records
 
 
+def _check_ledger(ledger, completed, lost_rounds, agg_dir):
+  """Refuses to resume when the ledger is missing or behind the checkpoint.
+
+  The checkpoint of round `completed` proves that at least
+  `completed + lost_rounds` rounds were spent; the ledger must say as much.
+  """
+  spent = completed + lost_rounds
+  if ledger is None:
+    raise checkpoints.PrivacyLedgerError(
+        f'{agg_dir}/privacy_ledger.json is missing, but the checkpoint of '
+        f'round {completed} shows at least {spent} round(s) of privacy spent; '
+        'rounds started after it are unknown. Restore the ledger, or use '
+        'another --output_dir (--noresume would archive the checkpoints, '
+        'not recover what was spent).')
+  if ledger['started'] + ledger['lost'] < spent:
+    raise checkpoints.PrivacyLedgerError(
+        f'{agg_dir}/privacy_ledger.json records {ledger["started"]} started '
+        f'and {ledger["lost"]} lost round(s), fewer than the {spent} the '
+        f'checkpoint of round {completed} proves: the ledger is stale or was '
+        'edited. Restore it, or use another --output_dir.')
+
+
 def _accounting_label(aggregator_plan):
   """Which accounting produced the record's epsilon."""
   if not aggregator_plan.private:
@@ -296,7 +318,16 @@ def _train_one(task, aggregator_plan, *, rounds, clients_per_round,
   # crash before their checkpoint: spent privacy, counted on top.
   lost_rounds = 0
   loaded = checkpointer.load_latest(state) if resume else None
-  ledger = checkpointer.read_ledger() if resume else dict(started=0, lost=0)
+  ledger = checkpointer.read_ledger() if resume else None
+  if loaded is not None:
+    _check_ledger(ledger, loaded[0], loaded[2]['lost_rounds'], agg_dir)
+  elif ledger is None and resume and checkpointer.has_checkpoints():
+    raise checkpoints.PrivacyLedgerError(
+        f'{agg_dir} has checkpoints but no usable one and no privacy ledger '
+        '(privacy_ledger.json): the privacy already spent there is unknown. '
+        'Restore the ledger, or use another --output_dir.')
+  if ledger is None:
+    ledger = dict(started=0, lost=0)
   if loaded is not None:
     completed, state, driver = loaded
     rng.bit_generator.state = driver['rng']

@@ -361,6 +361,37 @@ class CheckpointEncodingTest(tf.test.TestCase):
                      np.random.default_rng(5).integers(10**9))
 
 
+class PrivacyLedgerTest(tf.test.TestCase):
+
+  def test_noresume_archives_the_ledger(self):
+    from experiments import checkpoints  # pylint: disable=g-import-not-at-top
+    run_dir = self.create_tempdir().full_path
+    printed = []
+    checkpointer = checkpoints.RunCheckpointer(run_dir, dict(a=1),
+                                               print_fn=printed.append)
+    checkpointer.write_ledger(started=4, lost=1)
+    checkpointer.remove_all()
+    self.assertIsNone(checkpointer.read_ledger())
+    archived = [n for n in os.listdir(run_dir)
+                if n.startswith('privacy_ledger.archived-')]
+    self.assertLen(archived, 1)
+    with open(os.path.join(run_dir, archived[0])) as f:
+      self.assertEqual(json.load(f)['started'], 4)
+    self.assertIn(archived[0], printed[-1])
+
+  def test_ledger_of_wrong_shape_is_refused(self):
+    from experiments import checkpoints  # pylint: disable=g-import-not-at-top
+    run_dir = self.create_tempdir().full_path
+    checkpointer = checkpoints.RunCheckpointer(run_dir, dict(a=1))
+    for content in ('{"started": "3", "lost": 0}', '{"started": -1}',
+                    '{"started": true, "lost": 0}', '', '\x00\x01'):
+      with open(os.path.join(run_dir, 'privacy_ledger.json'), 'w') as f:
+        f.write(content)
+      with self.assertRaisesRegex(checkpoints.PrivacyLedgerError,
+                                  'privacy_ledger.json'):
+        checkpointer.read_ledger()
+
+
 class ResumeTest(tf.test.TestCase):
   """SIGKILL at any phase of a round, resume: same results as no crash."""
 
@@ -451,6 +482,44 @@ class ResumeTest(tf.test.TestCase):
         population=record['population'], clients_per_round=4,
         delta=record['delta'])
     self.assertAlmostEqual(record['epsilon'], spent, places=9)
+
+  def test_ledger_missing_behind_or_garbage_is_refused(self):
+    # Issue 14's under-counts: a run killed after round 3 trained leaves a
+    # checkpoint of round 2 and a ledger that says 3 rounds started.
+    data_dir = self.create_tempdir().full_path
+    output_dir = self.create_tempdir().full_path
+    args = ['--task=digits', '--aggregators=dp_rec', '--rounds=5',
+            '--clients_per_round=4', '--target_epsilon=8', '--eval_every=10',
+            f'--output_dir={output_dir}', f'--data_dir={data_dir}']
+    killed = _run_cli(args, {training.TEST_KILL_ENV: 'dp_rec:3:trained'})
+    self.assertEqual(killed.returncode, -signal.SIGKILL)
+    ledger_path = os.path.join(output_dir, 'digits', 'dp_rec',
+                               'privacy_ledger.json')
+    with open(ledger_path) as f:
+      original = json.load(f)
+    self.assertEqual(original['started'], 3)
+    cases = [
+        (None, 'privacy_ledger.json is missing'),
+        (json.dumps({**original, 'started': 1}), 'fewer than the 2'),
+        ('{"started": 3, "lo', 'cannot be read'),
+        ('\udcff\x00garbage'.encode('utf-8', 'surrogateescape'),
+         'cannot be read'),
+        (json.dumps([1, 2]), 'malformed'),
+    ]
+    for content, message in cases:
+      if content is None:
+        os.remove(ledger_path)
+      else:
+        mode = 'wb' if isinstance(content, bytes) else 'w'
+        with open(ledger_path, mode) as f:
+          f.write(content)
+      refused = _run_cli(args)
+      self.assertEqual(refused.returncode, 2, refused.stdout[-2000:])
+      self.assertIn(message, refused.stderr)
+      self.assertNotIn('Traceback', refused.stderr)
+    # Nothing was reset: the last content is still there.
+    with open(ledger_path) as f:
+      self.assertEqual(f.read(), json.dumps([1, 2]))
 
   def test_other_configuration_is_refused(self):
     data_dir = self.create_tempdir().full_path
