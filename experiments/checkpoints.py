@@ -1,4 +1,4 @@
-"""Checkpoint and resume for the training loop, with a privacy ledger.
+"""Checkpoint and resume for the training loop.
 
 Each aggregator's run keeps, under `<output_dir>/<task>/<aggregator>/`:
 * `checkpoints/`: TFF's `tff.program.FileProgramStateManager` versions (one per
@@ -7,9 +7,8 @@ Each aggregator's run keeps, under `<output_dir>/<task>/<aggregator>/`:
   downlink) as JSON, with a SHA-256 over both and a fingerprint of the run's
   configuration. A version that fails to load or to verify is reported,
   renamed to `*.corrupt`, and the previous one is used.
-* `privacy_ledger.json`: written (atomically, fsynced) before each round runs,
-  so a round whose messages may have been produced is never forgotten: on
-  resume, rounds started after the newest checkpoint count as spent.
+* `privacy_ledger.json` (`experiments.ledger`): written before each round
+  runs; checkpoints carry a copy of its total.
 * `record.json`: the finished run's record, so a resumed multi-aggregator run
   skips the aggregators already done.
 """
@@ -26,19 +25,13 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from experiments import ledger
+
 _PREFIX = 'round_'
 
 
 class CheckpointConfigMismatchError(ValueError):
   """The checkpoints in a directory belong to a differently configured run."""
-
-
-class PrivacyLedgerError(ValueError):
-  """The privacy ledger is missing, unreadable, or behind the checkpoints.
-
-  The ledger is the record of privacy spent in a run directory: it is never
-  reset or guessed, so every such case stops the run.
-  """
 
 
 def encode(value) -> Any:
@@ -83,20 +76,6 @@ def _text(value) -> str:
   return value.decode() if isinstance(value, bytes) else value
 
 
-def _write_json_atomically(path: str, value) -> None:
-  tmp = f'{path}.tmp{os.getpid()}'
-  with open(tmp, 'w') as f:
-    json.dump(value, f)
-    f.flush()
-    os.fsync(f.fileno())
-  os.replace(tmp, path)
-  dir_fd = os.open(os.path.dirname(path) or '.', os.O_RDONLY)
-  try:
-    os.fsync(dir_fd)
-  finally:
-    os.close(dir_fd)
-
-
 class RunCheckpointer:
   """Saves and restores one aggregator's training run."""
 
@@ -109,7 +88,6 @@ class RunCheckpointer:
         self._dir, prefix=_PREFIX, keep_total=keep, keep_first=False)
     self._fingerprint = hashlib.sha256(
         json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()
-    self._ledger_path = os.path.join(run_dir, 'privacy_ledger.json')
     self._record_path = os.path.join(run_dir, 'record.json')
     self._print = print_fn
 
@@ -139,6 +117,7 @@ class RunCheckpointer:
     template_leaves = tf.nest.flatten(template_state)
     structure = dict(leaves=[np.asarray(x) for x in template_leaves],
                      driver='', fingerprint='', digest='')
+    foreign = []
     for version in sorted(self._versions(), reverse=True):
       try:
         loaded = asyncio.run(self._manager.load(version, structure))
@@ -159,13 +138,26 @@ class RunCheckpointer:
         self._quarantine(version, e)
         continue
       if fingerprint != self._fingerprint:
-        raise CheckpointConfigMismatchError(
-            f'The checkpoints in {self._dir} come from a run with another '
-            'configuration; resume with the same flags, pass --noresume to '
-            'start over (removes them), or use another --output_dir.')
+        foreign.append(self._set_aside(version, 'foreign'))
+        continue
+      if foreign:
+        break
       state = tf.nest.pack_sequence_as(template_state, leaves)
       return version, state, decode(json.loads(driver_json))
+    if foreign:
+      raise CheckpointConfigMismatchError(
+          f'{", ".join(foreign)} came from a run with another configuration '
+          'and were set aside; resume with that run\'s flags (rename them '
+          'back), or rerun to continue from the remaining checkpoints of '
+          'this configuration, or use another --output_dir.')
     return None
+
+  def _set_aside(self, version: int, kind: str) -> str:
+    path = os.path.join(self._dir, f'{_PREFIX}{version}')
+    target = f'{path}.{kind}{time.time_ns()}'
+    if os.path.exists(path):
+      os.rename(path, target)
+    return target
 
   def _quarantine(self, version: int, error: Exception) -> None:
     path = os.path.join(self._dir, f'{_PREFIX}{version}')
@@ -177,58 +169,14 @@ class RunCheckpointer:
       os.rename(path, target)
 
   def remove_all(self) -> None:
-    """Removes checkpoints and record; archives (never deletes) the ledger."""
+    """Removes the checkpoints and the record (the ledger is not theirs)."""
     asyncio.run(self._manager.remove_all())
     if os.path.exists(self._record_path):
       os.remove(self._record_path)
-    if os.path.exists(self._ledger_path):
-      target = os.path.join(
-          self._run_dir, f'privacy_ledger.archived-{time.time_ns()}.json')
-      os.rename(self._ledger_path, target)
-      self._print(f'note: the previous privacy ledger is kept as {target}: '
-                  'privacy spent on this data by earlier runs still counts.')
 
   def has_checkpoints(self) -> bool:
     """Whether any checkpoint, valid or set aside, exists."""
     return any(name.startswith(_PREFIX) for name in os.listdir(self._dir))
-
-  def read_ledger(self) -> Optional[dict]:
-    """The privacy ledger (rounds started, lost rounds), or None if absent.
-
-    Raises:
-      PrivacyLedgerError: If it cannot be read or has the wrong shape.
-      CheckpointConfigMismatchError: If it belongs to another configuration.
-    """
-    if not os.path.exists(self._ledger_path):
-      return None
-    advice = ('It records privacy already spent and is never reset: restore '
-              'it, or use another --output_dir.')
-    try:
-      with open(self._ledger_path, encoding='utf-8') as f:
-        text = f.read()
-      ledger = json.loads(text)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-      raise PrivacyLedgerError(
-          f'The privacy ledger {self._ledger_path} cannot be read '
-          f'({type(e).__name__}: {e}). {advice}') from None
-    if not (isinstance(ledger, dict) and all(
-        isinstance(ledger.get(k), int) and not isinstance(ledger.get(k), bool)
-        and ledger[k] >= 0 for k in ('started', 'lost'))):
-      raise PrivacyLedgerError(
-          f'The privacy ledger {self._ledger_path} is malformed (expected '
-          f'non-negative integers "started" and "lost", found '
-          f'{text[:120]!r}). {advice}')
-    if ledger.get('fingerprint') != self._fingerprint:
-      raise CheckpointConfigMismatchError(
-          f'{self._ledger_path} belongs to a run with another configuration; '
-          'pass --noresume to start over (the old ledger is archived, not '
-          'deleted) or use another --output_dir.')
-    return ledger
-
-  def write_ledger(self, *, started: int, lost: int) -> None:
-    """Records, durably, that `started` rounds may have produced messages."""
-    _write_json_atomically(self._ledger_path, dict(
-        started=started, lost=lost, fingerprint=self._fingerprint))
 
   def read_record(self) -> Optional[dict]:
     if not os.path.exists(self._record_path):
@@ -240,5 +188,5 @@ class RunCheckpointer:
     return saved
 
   def write_record(self, record: dict, curve) -> None:
-    _write_json_atomically(self._record_path, dict(
+    ledger.write_json_atomically(self._record_path, dict(
         record=record, curve=curve, fingerprint=self._fingerprint))

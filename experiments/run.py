@@ -80,48 +80,50 @@ _VERIFY_CLIENTS = flags.DEFINE_integer(
     'equals the server\'s bit for bit.')
 
 
+class FlagError(ValueError):
+  """A bad flag value (reported in one line, exit code 2)."""
+
+
 def validate_flags():
-  """Raises app.UsageError with a clear message for bad flags."""
-  from experiments import baselines  # pylint: disable=g-import-not-at-top
-  from experiments import tasks  # pylint: disable=g-import-not-at-top
-  if _TASK.value not in tasks.TASKS:
-    raise app.UsageError(
-        f'--task={_TASK.value!r} is unknown; choose one of {tasks.TASKS}.')
-  for name in _AGGREGATORS.value:
-    if name not in baselines.AGGREGATORS:
-      raise app.UsageError(f'--aggregators: unknown {name!r}; choose from '
-                           f'{baselines.AGGREGATORS}.')
+  """Raises FlagError with a clear message for bad flags."""
+  from experiments import config  # pylint: disable=g-import-not-at-top
+  from experiments import plans  # pylint: disable=g-import-not-at-top
+  if _TASK.value not in config.TASKS:
+    raise FlagError(
+        f'--task={_TASK.value!r} is unknown; choose one of {config.TASKS}.')
   if not _AGGREGATORS.value:
-    raise app.UsageError('--aggregators is empty.')
-  if _BITS.value is not None and not 1 <= _BITS.value <= 24:
-    raise app.UsageError(f'--bits must be in [1, 24], found {_BITS.value}.')
-  if _TARGET_EPSILON.value is None or not (
+    raise FlagError('--aggregators is empty.')
+  for name in _AGGREGATORS.value:
+    if name not in plans.names():
+      raise FlagError(f'--aggregators: unknown {name!r}; choose from '
+                      f'{plans.names()}.')
+  if _TARGET_EPSILON.value is not None and not (
       _TARGET_EPSILON.value > 0 and math.isfinite(_TARGET_EPSILON.value)):
-    raise app.UsageError(
+    raise FlagError(
         f'--target_epsilon must be positive, found {_TARGET_EPSILON.value}.')
   if _DELTA.value is not None and not 0 < _DELTA.value < 1:
-    raise app.UsageError(f'--delta must be in (0, 1), found {_DELTA.value}.')
+    raise FlagError(f'--delta must be in (0, 1), found {_DELTA.value}.')
   if _WORKERS.value < 0:
-    raise app.UsageError(f'--workers must be >= 0, found {_WORKERS.value}.')
-  if _WORKERS.value and any(a.startswith('ddgauss')
+    raise FlagError(f'--workers must be >= 0, found {_WORKERS.value}.')
+  if _WORKERS.value and any(plans.get(a).needs_test_context
                             for a in _AGGREGATORS.value):
-    raise app.UsageError(
+    raise FlagError(
         '--workers: DDGauss runs only in TFF\'s test execution context; '
         'drop ddgauss16/ddgauss12 from --aggregators or use --workers=0.')
   if _VERIFY_CLIENTS.value < 0:
-    raise app.UsageError(
+    raise FlagError(
         f'--verify_replay_clients must be >= 0, found {_VERIFY_CLIENTS.value}.')
-  for flag in (_ROUNDS, _CLIENTS_PER_ROUND, _EVAL_EVERY, _EVAL_EXAMPLES):
+  for flag in (_ROUNDS, _CLIENTS_PER_ROUND, _EVAL_EVERY, _EVAL_EXAMPLES,
+               _BITS):
     if flag.value is not None and flag.value < 1:
-      raise app.UsageError(f'--{flag.name} must be >= 1, found {flag.value}.')
+      raise FlagError(f'--{flag.name} must be >= 1, found {flag.value}.')
   for flag in (_NOISE_STDDEV, _L2_CLIP, _CLIENT_LR, _SERVER_LR):
     if flag.value is not None and not flag.value > 0:
-      raise app.UsageError(f'--{flag.name} must be positive, found '
-                           f'{flag.value}.')
+      raise FlagError(f'--{flag.name} must be positive, found {flag.value}.')
   if _GROUPING.value is not None:
     grouping = parse_grouping(_GROUPING.value)
     if isinstance(grouping, int) and grouping < 1:
-      raise app.UsageError(f'--grouping must be positive, found {grouping}.')
+      raise FlagError(f'--grouping must be positive, found {grouping}.')
 
 
 def parse_grouping(text):
@@ -130,14 +132,47 @@ def parse_grouping(text):
   try:
     return int(text)
   except ValueError:
-    raise app.UsageError(  # pylint: disable=raise-missing-from
+    raise FlagError(  # pylint: disable=raise-missing-from
         f"--grouping must be 'tensor', 'network' or an int, found {text!r}.")
 
 
+def config_from_flags():
+  """The run's `RunConfig`, built once from the flags."""
+  from experiments import config  # pylint: disable=g-import-not-at-top
+  return config.RunConfig(
+      task=_TASK.value, aggregators=tuple(_AGGREGATORS.value),
+      data_dir=_DATA_DIR.value, output_dir=_OUTPUT_DIR.value,
+      rounds=_ROUNDS.value, clients_per_round=_CLIENTS_PER_ROUND.value,
+      bits=_BITS.value,
+      grouping=None if _GROUPING.value is None else parse_grouping(
+          _GROUPING.value),
+      noise_stddev=_NOISE_STDDEV.value, l2_clip=_L2_CLIP.value,
+      target_epsilon=_TARGET_EPSILON.value, delta=_DELTA.value,
+      seed=_SEED.value, eval_every=_EVAL_EVERY.value,
+      eval_examples=_EVAL_EXAMPLES.value, client_lr=_CLIENT_LR.value,
+      server_lr=_SERVER_LR.value, progress=_PROGRESS.value,
+      downlink=_DOWNLINK.value, verify_clients=_VERIFY_CLIENTS.value,
+      resume=_RESUME.value, insecure_test_seed=_INSECURE_TEST_SEED.value,
+      workers=_WORKERS.value, accounting=_ACCOUNTING.value)
+
+
+def _fail(error):
+  """One line on stderr and exit code 2: no traceback, no help dump."""
+  sys.stdout.flush()
+  print(f'error: {error}', file=sys.stderr)
+  sys.stderr.flush()
+  # os._exit: TFF objects' __del__ at interpreter exit would print noise.
+  os._exit(2)  # pylint: disable=protected-access
+
+
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
-  validate_flags()
+  try:
+    if len(argv) > 1:
+      raise FlagError(f'Unexpected arguments: {argv[1:]}')
+    validate_flags()
+    config = config_from_flags()
+  except (TypeError, ValueError) as e:
+    _fail(e)
   # Per-round checkpoint and Keras INFO lines would drown the progress bar;
   # --verbosity=0 (absl) brings them back.
   if not flags.FLAGS['verbosity'].present:
@@ -146,30 +181,17 @@ def main(argv):
   from experiments import worker_reaper  # pylint: disable=g-import-not-at-top
   worker_reaper.install()
   from experiments import checkpoints  # pylint: disable=g-import-not-at-top
-  from experiments import training  # pylint: disable=g-import-not-at-top
+  from experiments import ledger  # pylint: disable=g-import-not-at-top
   from experiments import tasks  # pylint: disable=g-import-not-at-top
+  from experiments import training  # pylint: disable=g-import-not-at-top
   try:
-    summary = training.run_experiment(
-        task_name=_TASK.value, aggregators=_AGGREGATORS.value,
-        data_dir=_DATA_DIR.value, output_dir=_OUTPUT_DIR.value,
-        rounds=_ROUNDS.value, clients_per_round=_CLIENTS_PER_ROUND.value,
-        bits=_BITS.value,
-        grouping=None if _GROUPING.value is None else parse_grouping(
-            _GROUPING.value),
-        noise_stddev=_NOISE_STDDEV.value, l2_clip=_L2_CLIP.value,
-        target_epsilon=_TARGET_EPSILON.value, delta=_DELTA.value,
-        seed=_SEED.value, eval_every=_EVAL_EVERY.value,
-        eval_examples=_EVAL_EXAMPLES.value, client_lr=_CLIENT_LR.value,
-        server_lr=_SERVER_LR.value, progress=_PROGRESS.value,
-        downlink=_DOWNLINK.value, verify_clients=_VERIFY_CLIENTS.value,
-        resume=_RESUME.value, insecure_test_seed=_INSECURE_TEST_SEED.value,
-        workers=_WORKERS.value, accounting_mode=_ACCOUNTING.value)
+    training.run(config)
   except (tasks.MissingDataError,
           checkpoints.CheckpointConfigMismatchError,
-          checkpoints.PrivacyLedgerError) as e:
-    print(f'error: {e}', file=sys.stderr)
-    sys.exit(2)
-  del summary
+          ledger.PrivacyLedgerError, ledger.LedgerConfigMismatchError,
+          training.OutputDirError) as e:
+    worker_reaper.reap()
+    _fail(e)
 
 
 if __name__ == '__main__':

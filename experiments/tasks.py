@@ -14,9 +14,10 @@ import tensorflow_federated as tff
 # imported from its module, here only.
 from tensorflow_federated.python.simulation.baselines.stackoverflow import tag_prediction_tasks
 
+from experiments import config as config_lib
 from experiments import stackoverflow_data
 
-TASKS = ('stackoverflow_lr', 'emnist', 'shakespeare', 'mnist', 'digits')
+TASKS = config_lib.TASKS
 
 
 class MissingDataError(FileNotFoundError):

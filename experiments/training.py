@@ -1,11 +1,19 @@
-"""The federated training loop shared by `experiments.run` and the tests."""
+"""The federated training loop shared by `experiments.run` and the tests.
+
+`run(config)` trains each aggregator of a `RunConfig` in turn, the way
+`tff.simulation.run_training_process` splits its loop: set up
+(`_start_aggregator`), resume (`_resume`), rounds (`_run_round`),
+evaluation, and the record (`_final_record`). Privacy spent is recorded in
+the `PrivacyLedger` before each round runs.
+"""
 
 import asyncio
+import dataclasses
 import math
 import os
 import signal
 import time
-from typing import Optional, Sequence
+from typing import Any, Optional
 
 import numpy as np
 import tensorflow_federated as tff
@@ -13,13 +21,25 @@ import tensorflow_federated as tff
 from tff_dprec import history as tff_history
 from tff_dprec.aggregators import dp_rec
 
-from experiments import baselines
 from experiments import checkpoints
+from experiments import config as config_lib
 from experiments import distributed
 from experiments import downlink as downlink_lib
+from experiments import ledger as ledger_lib
+from experiments import plans
+from experiments import records
 from experiments import report
 from experiments import worker_reaper
 from experiments import tasks as tasks_lib
+
+DOWNLINKS = config_lib.DOWNLINKS
+# Tests only: "<aggregator>:<round>:<started|trained|saved>" makes the run
+# SIGKILL itself at that point, to test resuming.
+TEST_KILL_ENV = 'TFF_DPREC_TEST_KILL'
+
+
+class OutputDirError(ValueError):
+  """The output directory cannot be created or written."""
 
 
 def allow_oversize_protos():
@@ -29,17 +49,6 @@ def allow_oversize_protos():
     _message.SetAllowOversizeProtos(True)
   except ImportError:  # Other protobuf backends have no such limit switch.
     pass
-
-
-DOWNLINKS = ('auto', 'history', 'full')
-# Tests only: "<aggregator>:<round>:<started|trained|saved>" makes the run
-# SIGKILL itself at that point, to test resuming.
-TEST_KILL_ENV = 'TFF_DPREC_TEST_KILL'
-
-
-def _maybe_kill(kill_at: str, name: str, round_num: int, phase: str):
-  if kill_at and kill_at == f'{name}:{round_num}:{phase}':
-    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def server_optimizer_for(task: tasks_lib.Task, server_lr: float):
@@ -64,424 +73,406 @@ def build_process(task: tasks_lib.Task, aggregator_plan, client_lr: float,
       model_aggregator=aggregator_plan.factory, **metrics)
 
 
-def run_experiment(*, task_name: str, aggregators: Sequence[str],
-                   data_dir: str, output_dir: str,
-                   rounds: Optional[int] = None,
-                   clients_per_round: Optional[int] = None,
-                   bits: Optional[int] = None, grouping=None,
-                   noise_stddev: Optional[float] = None,
-                   l2_clip: Optional[float] = None,
-                   target_epsilon: float = 1.0, delta: Optional[float] = None,
-                   seed: int = 0, eval_every: Optional[int] = None,
-                   eval_examples: int = 2000,
-                   client_lr: Optional[float] = None,
-                   server_lr: Optional[float] = None, progress: bool = True,
-                   embedded_config: Optional[dict] = None,
-                   downlink: str = 'auto', verify_clients: int = 3,
-                   resume: bool = True,
-                   insecure_test_seed: Optional[int] = None,
-                   workers: int = 0,
-                   accounting_mode: str = 'sound',
-                   print_fn=print) -> list[dict]:
-  """Trains `task_name` once per aggregator; writes and returns the summary.
+def run_experiment(*, task_name: str, print_fn=print, **kwargs) -> list:
+  """`run(RunConfig(task=task_name, **kwargs))`; returns the record dicts."""
+  return run(config_lib.RunConfig(task=task_name, **kwargs),
+             print_fn=print_fn)
 
-  `downlink`: `'history'` sends REC-based aggregators' clients the messages
-  since their last round (`tff_dprec.history`), `'full'` the model; `'auto'`
-  (default) is history for dp_rec and rec, the model for the others (which
-  have no messages to send). With history, `verify_clients` clients are
-  replayed and compared bit for bit with the server's model.
+
+def run(config: config_lib.RunConfig, print_fn=print) -> list:
+  """Trains `config.task` once per aggregator; writes and returns records.
 
   Every round is checkpointed under `output_dir` (`experiments.checkpoints`);
-  with `resume` (default) a run continues from the newest valid checkpoint,
-  counting rounds lost in a crash as spent privacy. `insecure_test_seed`
-  (tests only, not private) makes DP-REC's messages reproducible, so a
-  resumed run can be compared with an uninterrupted one.
+  with `resume` a run continues from the newest valid checkpoint, counting
+  rounds lost in a crash as spent privacy (`experiments.ledger`).
+  `workers` > 0 runs the rounds on TFF C++ workers on loopback.
 
-  `workers` > 0 runs the rounds on that many TFF C++ worker processes on
-  loopback (`experiments.distributed`), started and stopped here.
+  Raises:
+    OutputDirError: If the output directory cannot be written (before any
+      round runs).
+    ledger.PrivacyLedgerError, checkpoints.CheckpointConfigMismatchError: On
+      resume, see those modules.
   """
-  if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
-    raise ValueError(f'workers must be an int >= 0, found {workers!r}.')
-  if workers and any(a.startswith('ddgauss') for a in aggregators):
-    raise ValueError(
-        'DDGauss runs only in TFF\'s test execution context (its secure sum), '
-        'not on workers; drop it from aggregators or use workers=0.')
-  if downlink not in DOWNLINKS:
-    raise ValueError(f'downlink={downlink!r} is unknown; choose from '
-                     f'{DOWNLINKS}.')
-  if isinstance(verify_clients, bool) or not isinstance(verify_clients, int) \
-      or verify_clients < 0:
-    raise ValueError(
-        f'verify_clients must be an int >= 0, found {verify_clients!r}.')
   start = time.time()
   worker_reaper.install()
-  task = tasks_lib.create_task(task_name, data_dir,
-                               embedded_config=embedded_config)
-  d = task.defaults
-  rounds = rounds or d.rounds
-  clients_per_round = clients_per_round or d.clients_per_round
-  bits = bits or d.bits
-  grouping = grouping if grouping is not None else d.grouping
-  noise_stddev = noise_stddev or d.noise_stddev
-  l2_clip = l2_clip or d.l2_clip
-  eval_every = eval_every or d.eval_every
-  client_lr = client_lr or d.client_lr
-  population = task.population
-  if clients_per_round > population:
-    raise ValueError(f'clients_per_round={clients_per_round} exceeds the '
-                     f'population of {population} training clients.')
-  delta = delta if delta is not None else population**-1.1
-  task_dir = os.path.join(output_dir, task_name)
-  os.makedirs(task_dir, exist_ok=True)
-  print_fn(f'[{task_name}] data: {task.data_source}. {task.data_note}')
-  print_fn(f'[{task_name}] N={population} clients, {clients_per_round} per '
-           f'round, {rounds} rounds, target epsilon={target_epsilon} at '
-           f'delta={delta:.3g}.')
-  if any(a.startswith('ddgauss') for a in aggregators):
+  task = tasks_lib.create_task(config.task, config.data_dir,
+                               embedded_config=config.embedded_config)
+  config = config.resolved(task)
+  task_dir = _prepare_output_dir(config)
+  print_fn(f'[{task.name}] data: {task.data_source}. {task.data_note}')
+  print_fn(f'[{task.name}] N={task.population} clients, '
+           f'{config.clients_per_round} per round, {config.rounds} rounds, '
+           f'target epsilon={config.target_epsilon} at '
+           f'delta={config.delta:.3g}.')
+  if any(plans.get(a).needs_test_context for a in config.aggregators):
     allow_oversize_protos()
-  value_type = tff.learning.models.weights_type_from_model(
-      task.baseline.model_fn).trainable
-
   pool = None
-  if workers:
-    pool = distributed.WorkerPool(workers)
+  if config.workers:
+    pool = distributed.WorkerPool(config.workers)
     pool.start()
-    print_fn(f'[{task_name}] running on {workers} TFF workers at loopback '
-             f'ports {pool.ports}.')
+    print_fn(f'[{task.name}] running on {config.workers} TFF workers at '
+             f'loopback ports {pool.ports}.')
+  results, curves = [], {}
   try:
-    records, curves = _train_all(
-        task, aggregators, pool, print_fn=print_fn, downlink=downlink,
-        population=population, clients_per_round=clients_per_round,
-        rounds=rounds, target_epsilon=target_epsilon, delta=delta, bits=bits,
-        accounting_mode=accounting_mode, grouping=grouping, noise_stddev=noise_stddev, l2_clip=l2_clip,
-        insecure_test_seed=insecure_test_seed, explicit_server_lr=server_lr,
-        seed=seed, eval_every=eval_every, eval_examples=eval_examples,
-        client_lr=client_lr, task_dir=task_dir, progress=progress,
-        verify_clients=verify_clients, resume=resume, value_type=value_type)
+    for name in config.aggregators:
+      record, curve = _train_aggregator(task, config, name, pool, task_dir,
+                                        print_fn)
+      results.append(record)
+      curves[name] = curve
+      report.write_summary(task_dir, results)
   finally:
     worker_reaper.reap_context_workers()
     if pool is not None:
       pool.stop()
     tff.backends.native.set_sync_local_cpp_execution_context()
-  report.write_summary(task_dir, records)
-  report.write_table(task_dir, records)
-  report.write_plots(task_dir, records, curves)
+  report.write_table(task_dir, results)
+  report.write_plots(task_dir, results, curves)
   print_fn('')
-  print_fn(report.markdown_table(records))
+  print_fn(report.markdown_table(results))
   print_fn(f'Data: {task.data_source}. {task.data_note}')
   print_fn(f'Results in {task_dir} (summary.json, table.md, plots, per-round '
            f'metrics.csv); wall time {time.time() - start:.0f} s.')
-  return records
+  return results
 
 
-def _check_ledger(ledger, completed, lost_rounds, agg_dir):
-  """Refuses to resume when the ledger is missing or behind the checkpoint.
-
-  The checkpoint of round `completed` proves that at least
-  `completed + lost_rounds` rounds were spent; the ledger must say as much.
-  """
-  spent = completed + lost_rounds
-  if ledger is None:
-    raise checkpoints.PrivacyLedgerError(
-        f'{agg_dir}/privacy_ledger.json is missing, but the checkpoint of '
-        f'round {completed} shows at least {spent} round(s) of privacy spent; '
-        'rounds started after it are unknown. Restore the ledger, or use '
-        'another --output_dir (--noresume would archive the checkpoints, '
-        'not recover what was spent).')
-  if ledger['started'] + ledger['lost'] < spent:
-    raise checkpoints.PrivacyLedgerError(
-        f'{agg_dir}/privacy_ledger.json records {ledger["started"]} started '
-        f'and {ledger["lost"]} lost round(s), fewer than the {spent} the '
-        f'checkpoint of round {completed} proves: the ledger is stale or was '
-        'edited. Restore it, or use another --output_dir.')
+def _prepare_output_dir(config) -> str:
+  """Creates `<output_dir>/<task>` and proves it writable, before any round."""
+  task_dir = os.path.join(config.output_dir, config.task)
+  try:
+    os.makedirs(task_dir, exist_ok=True)
+    probe = os.path.join(task_dir, f'.write_test{os.getpid()}')
+    with open(probe, 'w') as f:
+      f.write('ok')
+    os.remove(probe)
+  except OSError as e:
+    raise OutputDirError(
+        f'--output_dir={config.output_dir!r} cannot be used: '
+        f'{type(e).__name__}: {e.strerror or e} ({e.filename}).') from None
+  return task_dir
 
 
-def _accounting_label(aggregator_plan):
-  """Which accounting produced the record's epsilon."""
-  if not aggregator_plan.private:
-    return None
-  if aggregator_plan.name == 'dp_rec':
-    return 'dp_rec_' + aggregator_plan.params['accounting']
-  if aggregator_plan.name == 'dp_fedavg':
-    return 'subsampled_gaussian_rdp'
-  return 'ddgauss_rdp_zhu_wang'
+@dataclasses.dataclass
+class _Run:
+  """One aggregator's run: what every phase of the loop needs."""
+  task: Any
+  config: Any
+  plan: Any
+  process: Any
+  history: Optional[downlink_lib.HistoryDownlink]
+  checkpointer: checkpoints.RunCheckpointer
+  ledger: ledger_lib.PrivacyLedger
+  agg_dir: str
+  print_fn: Any
+
+  @property
+  def name(self) -> str:
+    return self.plan.name
+
+  def log(self, text: str) -> None:
+    self.print_fn(f'[{self.task.name}/{self.name}] {text}')
 
 
-def _train_all(task, aggregators, pool, *, print_fn, downlink, population,
-               clients_per_round, rounds, target_epsilon, delta, bits,
-               accounting_mode,
-               grouping, noise_stddev, l2_clip, insecure_test_seed,
-               explicit_server_lr, seed, eval_every, eval_examples, client_lr,
-               task_dir, progress, verify_clients, resume, value_type):
-  task_name = task.name
-  d = task.defaults
-  records, curves = [], {}
-  for name in aggregators:
-    use_history = downlink != 'full' and name in ('dp_rec', 'rec')
-    if downlink == 'history' and not use_history:
-      print_fn(f'[{task_name}/{name}] no messages to send as history: '
-               'full-model downlink.')
-    aggregator_plan = baselines.plan(
-        name, value_type=value_type, population=population,
-        clients_per_round=clients_per_round, rounds=rounds,
-        target_epsilon=target_epsilon, delta=delta, bits=bits,
-        grouping=grouping, noise_stddev=noise_stddev, l2_clip=l2_clip,
-        record_messages=use_history, accounting_mode=accounting_mode,
-        insecure_test_seed=insecure_test_seed)
-    if insecure_test_seed is not None and name in ('dp_rec', 'rec'):
-      print_fn(f'[{task_name}/{name}] WARNING: insecure test mode: client '
-               'seeds are deterministic functions of their updates; the '
-               'privacy guarantee does not hold.')
-    server_lr = explicit_server_lr or (
-        d.private_server_lr if aggregator_plan.private and
-        d.private_server_lr else d.server_lr)
-    print_fn(f'[{task_name}/{name}] parameters: {aggregator_plan.params}, '
-             f'client_lr={client_lr}, server_lr={server_lr}')
-    record, curve = _train_one(task, aggregator_plan, rounds=rounds,
-                               clients_per_round=clients_per_round,
-                               target_epsilon=target_epsilon, delta=delta,
-                               seed=seed, eval_every=eval_every,
-                               eval_examples=eval_examples,
-                               client_lr=client_lr, server_lr=server_lr,
-                               task_dir=task_dir, progress=progress,
-                               use_history=use_history,
-                               verify_clients=verify_clients, resume=resume,
-                               insecure_test_seed=insecure_test_seed,
-                               pool=pool, print_fn=print_fn)
-    records.append(record)
-    curves[name] = curve
-    report.write_summary(task_dir, records)
-  return records, curves
-
-
-def _train_one(task, aggregator_plan, *, rounds, clients_per_round,
-               target_epsilon, delta, seed, eval_every, eval_examples,
-               client_lr, server_lr, task_dir, progress, use_history,
-               verify_clients, resume, insecure_test_seed, pool, print_fn):
-  name = aggregator_plan.name
-  # The previous context's worker is killed, not asked to wind down.
-  worker_reaper.reap_context_workers()
-  if pool is not None:
-    pool.set_default_context()
-  elif aggregator_plan.needs_test_context:
-    # TFF runs DDGauss's secure sum only in the test execution context.
-    tff.backends.test.set_sync_test_cpp_execution_context()
+def _train_aggregator(task, config, name, pool, task_dir, print_fn):
+  """Trains one aggregator to the end (or its privacy budget)."""
+  run_, state = _start_aggregator(task, config, name, pool, task_dir,
+                                  print_fn)
+  if config.resume:
+    done = run_.checkpointer.read_record()
+    if done is not None:
+      run_.log(f'already finished in {run_.agg_dir}; reusing its record '
+               '(--noresume to rerun).')
+      return done['record'], [tuple(p) for p in done['curve']]
   else:
-    tff.backends.native.set_sync_local_cpp_execution_context()
+    run_.checkpointer.remove_all()
+    run_.ledger.archive()
+  progress, state = _resume(run_, state)
+  release_manager = tff.program.CSVFileReleaseManager(
+      file_path=os.path.join(run_.agg_dir, 'metrics.csv'),
+      save_mode=tff.program.CSVSaveMode.WRITE, key_fieldname='round')
+  bar = _progress_bar(run_, progress)
+  for round_num in range(progress.completed + 1, config.rounds + 1):
+    if not _within_budget(run_, progress, round_num):
+      break
+    state, row = _run_round(run_, progress, state, round_num)
+    asyncio.run(release_manager.release(row, key=round_num))
+    run_.checkpointer.save(round_num, state, progress.to_driver())
+    _maybe_kill(run_.name, round_num, 'saved')
+    _update_bar(bar, run_, progress, row)
+  if bar is not None:
+    bar.close()
+  if progress.stopped:
+    run_.log(progress.stopped)
+  record = _final_record(run_, progress, state)
+  run_.checkpointer.write_record(record, progress.curve)
+  run_.log(f'final {task.metric_label}={record["final_metric"]:.4f} '
+           f'epsilon={progress.epsilon} rounds={progress.completed} '
+           f'{record["seconds_per_round"]:.2f} s/round')
+  return record, progress.curve
+
+
+def _start_aggregator(task, config, name, pool, task_dir, print_fn):
+  """Plans the aggregator, builds the process, its initial state and files."""
+  use_history = config.uses_history(name)
+  if config.downlink == 'history' and not use_history:
+    print_fn(f'[{task.name}/{name}] no messages to send as history: '
+             'full-model downlink.')
+  value_type = tff.learning.models.weights_type_from_model(
+      task.baseline.model_fn).trainable
+  plan = plans.plan(
+      name, value_type=value_type, population=task.population,
+      clients_per_round=config.clients_per_round, rounds=config.rounds,
+      target_epsilon=config.target_epsilon, delta=config.delta,
+      bits=config.bits, grouping=config.grouping,
+      noise_stddev=config.noise_stddev, l2_clip=config.l2_clip,
+      record_messages=use_history, accounting=config.accounting,
+      insecure_test_seed=config.insecure_test_seed)
+  spec = plans.get(name)
+  if config.insecure_test_seed is not None and spec.supports_history:
+    print_fn(f'[{task.name}/{name}] WARNING: insecure test mode: client '
+             'seeds are deterministic functions of their updates; the '
+             'privacy guarantee does not hold.')
+  server_lr = config.server_lr_for(task, plan.private)
+  print_fn(f'[{task.name}/{name}] parameters: {plan.params}, '
+           f'client_lr={config.client_lr}, server_lr={server_lr}')
+  _set_context(plan, pool)
   server_optimizer = server_optimizer_for(task, server_lr)
   process = tff.simulation.compose_dataset_computation_with_learning_process(
       task.dataset_computation,
-      build_process(task, aggregator_plan, client_lr, server_optimizer))
+      build_process(task, plan, config.client_lr, server_optimizer))
   # Every aggregator starts from the same model, a function of `seed` (R').
   state = process.set_model_weights(
       process.initialize(),
       tff_history.seeded_model_weights(
-          task.baseline.model_fn, downlink_lib.initial_model_seed(seed)))
+          task.baseline.model_fn,
+          downlink_lib.initial_model_seed(config.seed)))
   history = None
   if use_history:
     history = downlink_lib.HistoryDownlink(
-        model_fn=task.baseline.model_fn, factory=aggregator_plan.rec_sum,
-        server_optimizer=server_optimizer, seed=seed,
-        client_ids=task.train_client_ids, verify_clients=verify_clients)
-    history.initialize(process, state, aggregator_plan.upload_bits_per_client)
+        model_fn=task.baseline.model_fn, factory=plan.rec_sum,
+        server_optimizer=server_optimizer, seed=config.seed,
+        client_ids=task.train_client_ids,
+        verify_clients=config.verify_clients)
+    history.initialize(process, state, plan.upload_bits_per_client)
   agg_dir = os.path.join(task_dir, name)
   os.makedirs(agg_dir, exist_ok=True)
-  config = dict(
-      task=task.name, data_source=task.data_source,
-      population=task.population, aggregator=name,
-      params=_jsonable(aggregator_plan.params), rounds=rounds,
-      clients_per_round=clients_per_round, target_epsilon=target_epsilon,
-      delta=delta, seed=seed, eval_every=eval_every,
-      eval_examples=eval_examples, client_lr=client_lr, server_lr=server_lr,
-      history=use_history, verify_clients=verify_clients,
-      insecure_test_seed=insecure_test_seed)
-  checkpointer = checkpoints.RunCheckpointer(agg_dir, config,
+  fingerprint_config = _fingerprint_config(task, config, plan, server_lr,
+                                           use_history)
+  checkpointer = checkpoints.RunCheckpointer(agg_dir, fingerprint_config,
                                              print_fn=print_fn)
-  metrics_path = os.path.join(agg_dir, 'metrics.csv')
-  if not resume:
-    checkpointer.remove_all()
+  ledger = ledger_lib.PrivacyLedger(agg_dir, checkpointer.fingerprint,
+                                    print_fn=print_fn)
+  return _Run(task, config, plan, process, history, checkpointer, ledger,
+              agg_dir, print_fn), state
+
+
+def _set_context(plan, pool):
+  # The previous context's worker is killed, not asked to wind down.
+  worker_reaper.reap_context_workers()
+  if pool is not None:
+    pool.set_default_context()
+  elif plan.needs_test_context:
+    # TFF runs DDGauss's secure sum only in the test execution context.
+    tff.backends.test.set_sync_test_cpp_execution_context()
   else:
-    done = checkpointer.read_record()
-    if done is not None:
-      print_fn(f'[{task.name}/{name}] already finished in {agg_dir}; '
-               'reusing its record (--noresume to rerun).')
-      return done['record'], [tuple(p) for p in done['curve']]
-  rng = np.random.default_rng(seed)
-  client_ids = np.array(task.train_client_ids)
-  curve = []
-  upload_total = download_total = 0
-  stopped = None
-  round_times = []
-  last_metric = None
-  completed = 0
-  # Rounds that ran (messages may have been released) but were lost in a
-  # crash before their checkpoint: spent privacy, counted on top.
-  lost_rounds = 0
-  loaded = checkpointer.load_latest(state) if resume else None
-  ledger = checkpointer.read_ledger() if resume else None
-  if loaded is not None:
-    _check_ledger(ledger, loaded[0], loaded[2]['lost_rounds'], agg_dir)
-  elif ledger is None and resume and checkpointer.has_checkpoints():
-    raise checkpoints.PrivacyLedgerError(
-        f'{agg_dir} has checkpoints but no usable one and no privacy ledger '
-        '(privacy_ledger.json): the privacy already spent there is unknown. '
-        'Restore the ledger, or use another --output_dir.')
-  if ledger is None:
-    ledger = dict(started=0, lost=0)
+    tff.backends.native.set_sync_local_cpp_execution_context()
+
+
+def _fingerprint_config(task, config, plan, server_lr, use_history) -> dict:
+  """What a checkpoint must match (unchanged keys: old checkpoints resume)."""
+  return dict(
+      task=task.name, data_source=task.data_source,
+      population=task.population, aggregator=plan.name,
+      params=_jsonable(plan.params), rounds=config.rounds,
+      clients_per_round=config.clients_per_round,
+      target_epsilon=config.target_epsilon, delta=config.delta,
+      seed=config.seed, eval_every=config.eval_every,
+      eval_examples=config.eval_examples, client_lr=config.client_lr,
+      server_lr=server_lr, history=use_history,
+      verify_clients=config.verify_clients,
+      insecure_test_seed=config.insecure_test_seed)
+
+
+def _resume(run_, state):
+  """Restores the newest checkpoint and reconciles it with the ledger."""
+  progress = records.RunProgress(
+      rng_state=np.random.default_rng(run_.config.seed).bit_generator.state)
+  entry = run_.ledger.read() if run_.config.resume else None
+  loaded = run_.checkpointer.load_latest(state) if run_.config.resume else None
   if loaded is not None:
     completed, state, driver = loaded
-    rng.bit_generator.state = driver['rng']
-    upload_total, download_total = driver['totals']
-    round_times = list(driver['round_times'])
-    curve = [tuple(p) for p in driver['curve']]
-    last_metric = driver['last_metric']
-    lost_rounds = driver['lost_rounds']
-    if history is not None:
-      history.restore(driver['history'])
-    print_fn(f'[{task.name}/{name}] resuming after round {completed} from '
-             f'{agg_dir}/checkpoints.')
-  elif os.path.exists(metrics_path):
-    os.remove(metrics_path)
-  # Releasing round r drops rows >= r left by a run that crashed after it.
-  release_manager = tff.program.CSVFileReleaseManager(
-      file_path=metrics_path, save_mode=tff.program.CSVSaveMode.WRITE,
-      key_fieldname='round')
-  # Every round ever started counts; those not in the checkpoint are lost.
-  unrecorded = max(
-      0, ledger['lost'] + ledger['started'] - completed - lost_rounds)
-  if unrecorded:
-    if insecure_test_seed is None:
-      lost_rounds += unrecorded
-      print_fn(f'[{task.name}/{name}] {unrecorded} round(s) ran after the '
-               'last checkpoint and were lost; their messages may have been '
-               'released, so they count as spent privacy.')
+    progress = records.RunProgress.from_driver(completed, driver)
+    if run_.history is not None:
+      run_.history.restore(driver['history'])
+    run_.log(f'resuming after round {completed} from {run_.agg_dir}/'
+             'checkpoints.')
+  else:
+    metrics_path = os.path.join(run_.agg_dir, 'metrics.csv')
+    if os.path.exists(metrics_path):
+      os.remove(metrics_path)
+  reconciled = run_.ledger.reconcile(
+      entry, checkpoint_round=None if loaded is None else progress.completed,
+      checkpoint_lost=progress.lost_rounds,
+      checkpoint_upload_bits=progress.upload_bits,
+      checkpoint_download_bits=progress.download_bits,
+      any_checkpoints=run_.checkpointer.has_checkpoints())
+  if reconciled.unrecorded_rounds:
+    if run_.config.insecure_test_seed is None:
+      progress.lost_rounds += reconciled.unrecorded_rounds
+      progress.upload_bits += reconciled.unrecorded_upload_bits
+      progress.download_bits += reconciled.unrecorded_download_bits
+      run_.log(f'{reconciled.unrecorded_rounds} round(s) ran after the last '
+               'checkpoint and were lost; their messages may have been '
+               'released, so they count as spent privacy (and their '
+               'traffic as sent).')
     else:
       # Test mode: rerunning the round reproduces the same messages.
-      print_fn(f'[{task.name}/{name}] {unrecorded} lost round(s) rerun in '
+      run_.log(f'{reconciled.unrecorded_rounds} lost round(s) rerun in '
                'insecure test mode (same messages, no extra privacy cost).')
-  epsilon = None
-  if aggregator_plan.private:
-    epsilon = aggregator_plan.epsilon_after(completed + lost_rounds)
-  kill_at = os.environ.get(TEST_KILL_ENV, '')
-  iterator = range(completed + 1, rounds + 1)
-  bar = None
-  if progress:
-    from tqdm import auto as tqdm  # pylint: disable=g-import-not-at-top
-    bar = tqdm.tqdm(iterator, desc=f'{task.name}/{name}', leave=True,
-                    initial=completed, total=rounds)
-    iterator = bar
-  for round_num in iterator:
-    if aggregator_plan.private:
-      next_epsilon = aggregator_plan.epsilon_after(round_num + lost_rounds)
-      if next_epsilon > target_epsilon * (1 + 1e-9):
-        stopped = (f'stopped before round {round_num}: epsilon would reach '
-                   f'{next_epsilon:.4f} > {target_epsilon}')
-        break
-    ids = rng.choice(client_ids, size=clients_per_round,
-                     replace=aggregator_plan.sample_with_replacement)
-    if history is not None:
-      download = history.before_round(round_num - 1, ids, process, state)
-    else:
-      download = aggregator_plan.download_bits_per_client * clients_per_round
-    # Durably recorded before any message can exist (never under-counted).
-    checkpointer.write_ledger(started=round_num, lost=lost_rounds)
-    _maybe_kill(kill_at, name, round_num, 'started')
-    t0 = time.time()
-    output = process.next(state, [str(i) for i in ids])
-    round_times.append(time.time() - t0)
-    state = output.state
-    _maybe_kill(kill_at, name, round_num, 'trained')
-    measured = output.metrics.get('aggregator', {}).get('mean_value', {})
-    if history is not None:
-      history.after_round(round_num - 1, measured['messages'])
-    completed = round_num
-    if aggregator_plan.private:
-      epsilon = next_epsilon
-    upload = aggregator_plan.upload_bits_per_client * clients_per_round
-    upload_total += upload
-    download_total += download
-    train = output.metrics['client_work']['train']
-    # Private runs do not collect client losses (`no_client_metrics`).
-    row = dict(train_loss=float(train.get('loss', float('nan'))),
-               epsilon=epsilon or 0.0,
-               upload_bits=upload, download_bits=download,
-               seconds=round_times[-1])
-    if 'upload_bits' in measured:
-      # DP-REC reports the bits of the messages it received.
-      row['upload_bits'] = int(measured['upload_bits'])
-    if round_num % eval_every == 0 and round_num != rounds:
-      weights = process.get_model_weights(state)
-      last_metric = tasks_lib.evaluate(task, weights,
-                                       max_examples=eval_examples)[task.metric]
-      row[task.metric] = last_metric
-      curve.append((epsilon, last_metric))
-    asyncio.run(release_manager.release(row, key=round_num))
-    checkpointer.save(round_num, state, dict(
-        rng=rng.bit_generator.state, totals=[upload_total, download_total],
-        round_times=round_times, curve=curve, last_metric=last_metric,
-        lost_rounds=lost_rounds,
-        history=None if history is None else history.get_state()))
-    _maybe_kill(kill_at, name, round_num, 'saved')
-    if bar is not None:
-      postfix = {}
-      if not math.isnan(row['train_loss']):
-        postfix['loss'] = f"{row['train_loss']:.4f}"
-      if last_metric is not None:
-        postfix[task.metric_label] = f'{last_metric:.4f}'
-      if epsilon is not None:
-        postfix['eps'] = f'{epsilon:.3f}'
-      postfix['up_bits'] = row['upload_bits']
-      bar.set_postfix(postfix)
-  if bar is not None:
-    bar.close()
-  if stopped:
-    print_fn(f'[{task.name}/{name}] {stopped}')
-  if history is not None:
-    history.finish(completed, process, state)
-  weights = process.get_model_weights(state)
-  final = tasks_lib.evaluate(task, weights)
+  if run_.plan.private:
+    progress.epsilon = run_.plan.epsilon_after(progress.spent_rounds)
+  return progress, state
+
+
+def _within_budget(run_, progress, round_num) -> bool:
+  """False (and the reason in `progress.stopped`) past the privacy budget."""
+  if not run_.plan.private:
+    return True
+  next_epsilon = run_.plan.epsilon_after(round_num + progress.lost_rounds)
+  if next_epsilon > run_.config.target_epsilon * (1 + 1e-9):
+    progress.stopped = (f'stopped before round {round_num}: epsilon would '
+                        f'reach {next_epsilon:.4f} > '
+                        f'{run_.config.target_epsilon}')
+    return False
+  return True
+
+
+def _run_round(run_, progress, state, round_num):
+  """Samples, records the ledger, runs one round; returns (state, row)."""
+  config, plan = run_.config, run_.plan
+  rng = np.random.default_rng()
+  rng.bit_generator.state = progress.rng_state
+  ids = rng.choice(np.array(run_.task.train_client_ids),
+                   size=config.clients_per_round,
+                   replace=plan.sample_with_replacement)
+  progress.rng_state = rng.bit_generator.state
+  if run_.history is not None:
+    download = run_.history.before_round(round_num - 1, ids, run_.process,
+                                         state)
+  else:
+    download = plan.download_bits_per_client * config.clients_per_round
+  upload = plan.upload_bits_per_client * config.clients_per_round
+  # Durably recorded before any message can exist (never under-counted).
+  run_.ledger.record_start(ledger_lib.LedgerEntry(
+      started=round_num, lost=progress.lost_rounds,
+      upload_bits=progress.upload_bits + upload,
+      download_bits=progress.download_bits + download))
+  _maybe_kill(run_.name, round_num, 'started')
+  t0 = time.time()
+  output = run_.process.next(state, [str(i) for i in ids])
+  progress.round_times.append(time.time() - t0)
+  _maybe_kill(run_.name, round_num, 'trained')
+  measured = output.metrics.get('aggregator', {}).get('mean_value', {})
+  if run_.history is not None:
+    run_.history.after_round(round_num - 1, measured['messages'])
+    progress.history_state = run_.history.get_state()
+  progress.completed = round_num
+  if plan.private:
+    progress.epsilon = plan.epsilon_after(round_num + progress.lost_rounds)
+  progress.upload_bits += upload
+  progress.download_bits += download
+  train = output.metrics['client_work']['train']
+  # Private runs do not collect client losses (`no_client_metrics`).
+  row = dict(train_loss=float(train.get('loss', float('nan'))),
+             epsilon=progress.epsilon or 0.0, upload_bits=upload,
+             download_bits=download, seconds=progress.round_times[-1])
+  if 'upload_bits' in measured:
+    # DP-REC reports the bits of the messages it received.
+    row['upload_bits'] = int(measured['upload_bits'])
+  if round_num % config.eval_every == 0 and round_num != config.rounds:
+    weights = run_.process.get_model_weights(output.state)
+    progress.last_metric = tasks_lib.evaluate(
+        run_.task, weights,
+        max_examples=config.eval_examples)[run_.task.metric]
+    row[run_.task.metric] = progress.last_metric
+    progress.curve.append((progress.epsilon, progress.last_metric))
+  return output.state, row
+
+
+def _final_record(run_, progress, state) -> dict:
+  """Evaluates the final model and returns the run's record (a dict)."""
+  task, plan, config = run_.task, run_.plan, run_.config
+  if run_.history is not None:
+    run_.history.finish(progress.completed, run_.process, state)
+  final = tasks_lib.evaluate(task, run_.process.get_model_weights(state))
   final_metric = final[task.metric]
-  curve.append((epsilon, final_metric))
-  record = dict(
-      task=task.name, aggregator=name, data_source=task.data_source,
+  progress.curve.append((progress.epsilon, final_metric))
+  record = records.RunRecord(
+      task=task.name, aggregator=plan.name, data_source=task.data_source,
       metric=task.metric, metric_label=task.metric_label,
       final_metric=final_metric, final_metrics=final,
-      epsilon=epsilon, delta=delta, target_epsilon=target_epsilon,
-      accounting=_accounting_label(aggregator_plan),
-      rounds=completed, clients_per_round=clients_per_round,
+      epsilon=progress.epsilon, delta=config.delta,
+      target_epsilon=config.target_epsilon, accounting=plan.accounting,
+      rounds=progress.completed, clients_per_round=config.clients_per_round,
       population=task.population,
-      sampling='with replacement' if aggregator_plan.sample_with_replacement
-      else 'without replacement within a round',
-      params=_jsonable(aggregator_plan.params),
-      upload_bits_per_client_round=aggregator_plan.upload_bits_per_client,
-      download_bits_per_client_round=aggregator_plan.download_bits_per_client,
-      upload_bits_total=upload_total, download_bits_total=download_total,
-      upload_gb=upload_total / report.GIGABYTE_BITS,
-      download_gb=download_total / report.GIGABYTE_BITS,
-      seconds_per_round=float(np.mean(round_times)) if round_times else 0.0,
-      stopped=stopped,
-      downlink='history' if history is not None else 'full',
-      lost_rounds=lost_rounds,
-      insecure_test_mode=insecure_test_seed is not None)
-  if history is not None:
-    record.update(history.summary())
-    record['download_bits_per_client_round'] = (
-        download_total / max(1, history.history_downlinks +
-                             history.full_downlinks))
-    exact = ('bit-exact' if history.mismatches == 0 else
-             f'{history.mismatches} MISMATCHES, max |diff| '
-             f'{history.max_abs_diff:.3g}')
-    print_fn(f'[{task.name}/{name}] history downlink: '
-             f'{history.history_downlinks} histories, '
-             f'{history.full_downlinks} full states '
-             f'({history.full_bits} bits each); replay of '
-             f'{len(history.tracked)} clients, {history.checks} checks: '
-             f'{exact}.')
-  checkpointer.write_record(record, curve)
-  print_fn(f'[{task.name}/{name}] final {task.metric_label}='
-           f'{final_metric:.4f} epsilon={epsilon} rounds={completed} '
-           f'{record["seconds_per_round"]:.2f} s/round')
-  return record, curve
+      sampling=('with replacement' if plan.sample_with_replacement else
+                'without replacement within a round'),
+      params=_jsonable(plan.params),
+      upload_bits_per_client_round=plan.upload_bits_per_client,
+      download_bits_per_client_round=plan.download_bits_per_client,
+      upload_bits_total=progress.upload_bits,
+      download_bits_total=progress.download_bits,
+      upload_gb=progress.upload_bits / report.GIGABYTE_BITS,
+      download_gb=progress.download_bits / report.GIGABYTE_BITS,
+      seconds_per_round=(float(np.mean(progress.round_times))
+                         if progress.round_times else 0.0),
+      stopped=progress.stopped,
+      downlink='history' if run_.history is not None else 'full',
+      lost_rounds=progress.lost_rounds,
+      insecure_test_mode=config.insecure_test_seed is not None)
+  if run_.history is not None:
+    _add_history_summary(run_, record, progress)
+  return record.to_dict()
+
+
+def _add_history_summary(run_, record, progress):
+  h = run_.history
+  record.extra.update(h.summary())
+  record.download_bits_per_client_round = (
+      progress.download_bits / max(1, h.history_downlinks + h.full_downlinks))
+  exact = ('bit-exact' if h.mismatches == 0 else
+           f'{h.mismatches} MISMATCHES, max |diff| {h.max_abs_diff:.3g}')
+  run_.log(f'history downlink: {h.history_downlinks} histories, '
+           f'{h.full_downlinks} full states ({h.full_bits} bits each); '
+           f'replay of {len(h.tracked)} clients, {h.checks} checks: {exact}.')
+
+
+def _progress_bar(run_, progress):
+  if not run_.config.progress:
+    return None
+  from tqdm import auto as tqdm  # pylint: disable=g-import-not-at-top
+  return tqdm.tqdm(desc=f'{run_.task.name}/{run_.name}', leave=True,
+                   initial=progress.completed, total=run_.config.rounds)
+
+
+def _update_bar(bar, run_, progress, row):
+  if bar is None:
+    return
+  postfix = {}
+  if not math.isnan(row['train_loss']):
+    postfix['loss'] = f"{row['train_loss']:.4f}"
+  if progress.last_metric is not None:
+    postfix[run_.task.metric_label] = f'{progress.last_metric:.4f}'
+  if progress.epsilon is not None:
+    postfix['eps'] = f'{progress.epsilon:.3f}'
+  postfix['up_bits'] = row['upload_bits']
+  bar.set_postfix(postfix)
+  bar.update(1)
+
+
+def _maybe_kill(name: str, round_num: int, phase: str):
+  kill_at = os.environ.get(TEST_KILL_ENV, '')
+  if kill_at and kill_at == f'{name}:{round_num}:{phase}':
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _jsonable(params):

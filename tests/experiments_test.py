@@ -13,7 +13,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from experiments import audit
-from experiments import baselines
+from experiments import plans
 from experiments import stackoverflow_data
 from experiments import tasks
 from experiments import training
@@ -110,7 +110,7 @@ def _check_outputs(test, task_dir, records, rounds, target_epsilon):
   for record in summary:
     test.assertEqual(record['rounds'], rounds)
     test.assertBetween(record['final_metric'], 0.0, 1.0)
-    if record['aggregator'] in baselines.PRIVATE:
+    if record['aggregator'] in plans.private_names():
       test.assertLessEqual(record['epsilon'], target_epsilon)
       test.assertGreater(record['epsilon'], 0.0)
     else:
@@ -136,7 +136,7 @@ class SmokeTest(tf.test.TestCase):
     data_dir = self.create_tempdir().full_path
     output_dir = self.create_tempdir().full_path
     records = training.run_experiment(
-        task_name='stackoverflow_lr', aggregators=list(baselines.AGGREGATORS),
+        task_name='stackoverflow_lr', aggregators=list(plans.names()),
         data_dir=data_dir, output_dir=output_dir, rounds=2,
         clients_per_round=4, target_epsilon=8.0, bits=8, grouping=2000,
         eval_every=1, progress=False, embedded_config=_TINY,
@@ -216,7 +216,7 @@ class SmokeTest(tf.test.TestCase):
   def test_digits_all_aggregators(self):
     output_dir = self.create_tempdir().full_path
     records = training.run_experiment(
-        task_name='digits', aggregators=list(baselines.AGGREGATORS),
+        task_name='digits', aggregators=list(plans.names()),
         data_dir=self.create_tempdir().full_path, output_dir=output_dir,
         rounds=2, clients_per_round=5, target_epsilon=8.0, eval_every=1,
         progress=False, print_fn=lambda *a: None)
@@ -249,7 +249,7 @@ class DDGaussAccountingMatchesTffTest(tf.test.TestCase):
     try:
       value_type = tff.to_type([tff.TensorType(np.float32, [30, 10]),
                                 tff.TensorType(np.float32, [10])])
-      plan = baselines.plan(
+      plan = plans.plan(
           'ddgauss16', value_type=value_type, population=500,
           clients_per_round=5, rounds=20, target_epsilon=4.0, delta=1e-4,
           bits=7, grouping='tensor', noise_stddev=0.1, l2_clip=0.3)
@@ -315,7 +315,7 @@ class PrivacyOfTheTrainingProcessTest(tf.test.TestCase):
     value_type = tff.learning.models.weights_type_from_model(
         task.baseline.model_fn).trainable
     for record_messages in (False, True):
-      plan = baselines.plan(
+      plan = plans.plan(
           'dp_rec', value_type=value_type, population=task.population,
           clients_per_round=5, rounds=3, target_epsilon=8.0, delta=1e-3,
           bits=7, grouping='tensor', noise_stddev=0.02, l2_clip=0.5,
@@ -329,7 +329,7 @@ class PrivacyOfTheTrainingProcessTest(tf.test.TestCase):
           self.assertTrue(np.issubdtype(dtype, np.integer),
                           msg=str(moved_type))
     # FedAvg (not private) keeps TFF's client metrics: floats move.
-    fedavg = baselines.plan(
+    fedavg = plans.plan(
         'fedavg', value_type=value_type, population=task.population,
         clients_per_round=5, rounds=3, target_epsilon=8.0, delta=1e-3,
         bits=7, grouping='tensor', noise_stddev=0.02, l2_clip=0.5)
@@ -363,33 +363,74 @@ class CheckpointEncodingTest(tf.test.TestCase):
 
 class PrivacyLedgerTest(tf.test.TestCase):
 
-  def test_noresume_archives_the_ledger(self):
-    from experiments import checkpoints  # pylint: disable=g-import-not-at-top
+  def _ledger(self, printed=None):
+    from experiments import ledger  # pylint: disable=g-import-not-at-top
     run_dir = self.create_tempdir().full_path
+    kwargs = {} if printed is None else dict(print_fn=printed.append)
+    return ledger, run_dir, ledger.PrivacyLedger(run_dir, 'f', **kwargs)
+
+  def test_noresume_archives_the_ledger(self):
     printed = []
-    checkpointer = checkpoints.RunCheckpointer(run_dir, dict(a=1),
-                                               print_fn=printed.append)
-    checkpointer.write_ledger(started=4, lost=1)
-    checkpointer.remove_all()
-    self.assertIsNone(checkpointer.read_ledger())
-    archived = [n for n in os.listdir(run_dir)
-                if n.startswith('privacy_ledger.archived-')]
-    self.assertLen(archived, 1)
-    with open(os.path.join(run_dir, archived[0])) as f:
+    ledger, run_dir, book = self._ledger(printed)
+    book.record_start(ledger.LedgerEntry(started=4, lost=1))
+    archived = book.archive()
+    self.assertIsNone(book.read())
+    self.assertStartsWith(os.path.basename(archived),
+                          'privacy_ledger.archived-')
+    with open(archived) as f:
       self.assertEqual(json.load(f)['started'], 4)
-    self.assertIn(archived[0], printed[-1])
+    self.assertIn(archived, printed[-1])
 
   def test_ledger_of_wrong_shape_is_refused(self):
-    from experiments import checkpoints  # pylint: disable=g-import-not-at-top
-    run_dir = self.create_tempdir().full_path
-    checkpointer = checkpoints.RunCheckpointer(run_dir, dict(a=1))
+    ledger, run_dir, book = self._ledger()
     for content in ('{"started": "3", "lost": 0}', '{"started": -1}',
-                    '{"started": true, "lost": 0}', '', '\x00\x01'):
+                    '{"started": true, "lost": 0}', '', '\x00\x01',
+                    '{"lost": 0}', '[1]'):
       with open(os.path.join(run_dir, 'privacy_ledger.json'), 'w') as f:
         f.write(content)
-      with self.assertRaisesRegex(checkpoints.PrivacyLedgerError,
+      with self.assertRaisesRegex(ledger.PrivacyLedgerError,
                                   'privacy_ledger.json'):
-        checkpointer.read_ledger()
+        book.read()
+
+  def test_foreign_ledger_is_refused(self):
+    ledger, run_dir, book = self._ledger()
+    book.record_start(ledger.LedgerEntry(started=2))
+    other = ledger.PrivacyLedger(run_dir, 'g')
+    with self.assertRaisesRegex(ledger.LedgerConfigMismatchError,
+                                'another configuration'):
+      other.read()
+
+  def test_reconcile(self):
+    ledger, _, book = self._ledger()
+    entry = ledger.LedgerEntry(started=5, lost=1, upload_bits=600,
+                               download_bits=900)
+    common = dict(checkpoint_upload_bits=400, checkpoint_download_bits=700,
+                  any_checkpoints=True)
+    got = book.reconcile(entry, checkpoint_round=4, checkpoint_lost=1,
+                         **common)
+    self.assertEqual(got, ledger.Reconciled(1, 200, 200))
+    # Up to date: nothing lost.
+    got = book.reconcile(entry, checkpoint_round=5, checkpoint_lost=1,
+                         checkpoint_upload_bits=600,
+                         checkpoint_download_bits=900, any_checkpoints=True)
+    self.assertEqual(got, ledger.Reconciled(0, 0, 0))
+    # Missing, or behind the checkpoint: refused.
+    with self.assertRaisesRegex(ledger.PrivacyLedgerError, 'missing'):
+      book.reconcile(None, checkpoint_round=4, checkpoint_lost=0, **common)
+    with self.assertRaisesRegex(ledger.PrivacyLedgerError, 'fewer than'):
+      book.reconcile(ledger.LedgerEntry(started=2), checkpoint_round=4,
+                     checkpoint_lost=0, **common)
+    # No valid checkpoint: the ledger's rounds were all lost...
+    got = book.reconcile(entry, checkpoint_round=None, checkpoint_lost=0,
+                         **common)
+    self.assertEqual(got, ledger.Reconciled(6, 600, 900))
+    # ...and without a ledger, set-aside checkpoints make it unknown.
+    with self.assertRaisesRegex(ledger.PrivacyLedgerError, 'unknown'):
+      book.reconcile(None, checkpoint_round=None, checkpoint_lost=0, **common)
+    fresh = book.reconcile(None, checkpoint_round=None, checkpoint_lost=0,
+                           checkpoint_upload_bits=0,
+                           checkpoint_download_bits=0, any_checkpoints=False)
+    self.assertEqual(fresh, ledger.Reconciled(0, 0, 0))
 
 
 class ResumeTest(tf.test.TestCase):

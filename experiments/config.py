@@ -1,0 +1,155 @@
+"""`RunConfig`: one frozen configuration per run, built once from the flags.
+
+`RunConfig(...)` checks every field (TypeError / ValueError naming the field
+and the value); `resolved(task)` fills what the caller left as None from the
+task's defaults (and delta = N^-1.1). The training loop reads only this.
+"""
+
+import dataclasses
+import math
+from typing import Any, Optional
+
+from experiments import plans
+
+TASKS = ('stackoverflow_lr', 'emnist', 'shakespeare', 'mnist', 'digits')
+DOWNLINKS = ('auto', 'history', 'full')
+ACCOUNTINGS = ('sound', 'paper')
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+  """Everything a run depends on. None means "the task's default"."""
+  task: str
+  aggregators: tuple
+  data_dir: str = 'data_cache'
+  output_dir: str = 'output'
+  rounds: Optional[int] = None
+  clients_per_round: Optional[int] = None
+  bits: Optional[int] = None
+  grouping: Any = None
+  noise_stddev: Optional[float] = None
+  l2_clip: Optional[float] = None
+  target_epsilon: float = 1.0
+  delta: Optional[float] = None
+  seed: int = 0
+  eval_every: Optional[int] = None
+  eval_examples: int = 2000
+  client_lr: Optional[float] = None
+  server_lr: Optional[float] = None
+  progress: bool = True
+  downlink: str = 'auto'
+  verify_clients: int = 3
+  resume: bool = True
+  insecure_test_seed: Optional[int] = None
+  workers: int = 0
+  accounting: str = 'sound'
+  embedded_config: Optional[dict] = None
+
+  def __post_init__(self):
+    object.__setattr__(self, 'aggregators', tuple(self.aggregators))
+    if not self.aggregators:
+      raise ValueError('aggregators is empty; choose from '
+                       f'{plans.names()}.')
+    for name in self.aggregators:
+      if name not in plans.names():
+        raise ValueError(f'aggregators: unknown {name!r}; choose from '
+                         f'{plans.names()}.')
+    duplicates = sorted({a for a in self.aggregators
+                         if self.aggregators.count(a) > 1})
+    if duplicates:
+      raise ValueError(f'aggregators lists {", ".join(duplicates)} more than '
+                       f'once: {",".join(self.aggregators)}.')
+    for name in ('rounds', 'clients_per_round', 'bits', 'eval_every'):
+      _check_int(getattr(self, name), name, minimum=1, optional=True)
+    _check_int(self.eval_examples, 'eval_examples', minimum=1)
+    _check_int(self.seed, 'seed', minimum=None)
+    _check_int(self.verify_clients, 'verify_clients', minimum=0)
+    _check_int(self.workers, 'workers', minimum=0)
+    _check_int(self.insecure_test_seed, 'insecure_test_seed', minimum=None,
+               optional=True)
+    for name in ('noise_stddev', 'l2_clip', 'client_lr', 'server_lr'):
+      _check_positive(getattr(self, name), name, optional=True)
+    _check_positive(self.target_epsilon, 'target_epsilon')
+    if self.delta is not None:
+      _check_positive(self.delta, 'delta')
+      if not self.delta < 1:
+        raise ValueError(f'delta must be in (0, 1), found {self.delta!r}.')
+    if self.downlink not in DOWNLINKS:
+      raise ValueError(f'downlink must be one of {DOWNLINKS}, found '
+                       f'{self.downlink!r}.')
+    if self.accounting not in ACCOUNTINGS:
+      raise ValueError(f'accounting must be one of {ACCOUNTINGS}, found '
+                       f'{self.accounting!r}.')
+    if isinstance(self.grouping, int) and not isinstance(
+        self.grouping, bool) and self.grouping < 1:
+      raise ValueError(f'grouping must be positive, found {self.grouping}.')
+    if self.grouping is not None and not isinstance(self.grouping, int) and (
+        self.grouping not in ('tensor', 'network')):
+      raise ValueError("grouping must be 'tensor', 'network' or an int, "
+                       f'found {self.grouping!r}.')
+    if self.workers:
+      refused = [a for a in self.aggregators
+                 if plans.get(a).needs_test_context]
+      if refused:
+        raise ValueError(
+            f'workers: DDGauss ({", ".join(refused)}) runs only in TFF\'s '
+            'test execution context (its secure sum), not on workers; drop '
+            'it from aggregators or use workers=0.')
+
+  def resolved(self, task) -> 'RunConfig':
+    """A copy with the task's defaults filled in.
+
+    Raises:
+      ValueError: If clients_per_round exceeds the task's population.
+    """
+    d = task.defaults
+    config = dataclasses.replace(
+        self,
+        rounds=self.rounds or d.rounds,
+        clients_per_round=self.clients_per_round or d.clients_per_round,
+        bits=self.bits or d.bits,
+        grouping=self.grouping if self.grouping is not None else d.grouping,
+        noise_stddev=self.noise_stddev or d.noise_stddev,
+        l2_clip=self.l2_clip or d.l2_clip,
+        eval_every=self.eval_every or d.eval_every,
+        client_lr=self.client_lr or d.client_lr,
+        delta=(self.delta if self.delta is not None else
+               task.population**-1.1))
+    if config.clients_per_round > task.population:
+      raise ValueError(
+          f'clients_per_round={config.clients_per_round} exceeds the '
+          f'population of {task.population} training clients.')
+    return config
+
+  def server_lr_for(self, task, private: bool) -> float:
+    """The explicit server_lr, else the task's (private) default."""
+    d = task.defaults
+    if self.server_lr:
+      return self.server_lr
+    if private and d.private_server_lr:
+      return d.private_server_lr
+    return d.server_lr
+
+  def uses_history(self, name: str) -> bool:
+    return self.downlink != 'full' and plans.get(name).supports_history
+
+  def asdict(self) -> dict:
+    return dataclasses.asdict(self)
+
+
+def _check_int(value, name, *, minimum, optional=False):
+  if value is None and optional:
+    return
+  if isinstance(value, bool) or not isinstance(value, int):
+    raise TypeError(f'{name} must be an int, found {value!r}.')
+  if minimum is not None and value < minimum:
+    raise ValueError(f'{name} must be >= {minimum}, found {value!r}.')
+
+
+def _check_positive(value, name, *, optional=False):
+  if value is None and optional:
+    return
+  if isinstance(value, bool) or not isinstance(value, (int, float)):
+    raise TypeError(f'{name} must be a number, found {value!r}.')
+  if not (value > 0 and math.isfinite(value)):
+    raise ValueError(f'{name} must be positive and finite, found {value!r}.')

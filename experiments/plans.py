@@ -1,0 +1,265 @@
+"""Aggregators compared in the experiments: a registry of plans.
+
+Each aggregator is an `AggregatorSpec`: its capabilities as data (private,
+supports_history, needs_test_context, sampling) and a builder that calibrates
+it to a privacy budget and returns an `AggregatorPlan`. Code elsewhere asks
+the spec, never the name.
+"""
+
+import dataclasses
+import math
+from typing import Any, Callable, Optional
+
+FLOAT_BITS = 32
+
+
+@dataclasses.dataclass(frozen=True)
+class PlanSetting:
+  """What the builders need: the model's type and the run's parameters."""
+  value_type: Any
+  population: int
+  clients_per_round: int
+  rounds: int
+  target_epsilon: float
+  delta: float
+  bits: int
+  grouping: Any
+  noise_stddev: float
+  l2_clip: float
+  record_messages: bool = False
+  accounting: str = 'sound'
+  insecure_test_seed: Optional[int] = None
+
+  @property
+  def common(self) -> dict:
+    return dict(population=self.population,
+                clients_per_round=self.clients_per_round, delta=self.delta)
+
+
+@dataclasses.dataclass
+class AggregatorPlan:
+  """An aggregator with its calibration, privacy accounting and wire sizes."""
+  name: str
+  factory: Any  # tff.aggregators.UnweightedAggregationFactory
+  private: bool
+  sample_with_replacement: bool
+  params: dict
+  upload_bits_per_client: int
+  download_bits_per_client: int
+  needs_test_context: bool = False
+  # epsilon after r rounds (None for non-private aggregators).
+  epsilon_after: Optional[Callable[[int], float]] = None
+  # The DP-REC sum inside the mean (REC-based aggregators only): its messages
+  # allow server-to-client history compression.
+  rec_sum: Any = None
+  # Which accounting produces epsilon (None for non-private aggregators).
+  accounting: Optional[str] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class AggregatorSpec:
+  """An aggregator's capabilities and its builder."""
+  name: str
+  private: bool
+  supports_history: bool
+  needs_test_context: bool
+  sample_with_replacement: bool
+  build: Callable[['AggregatorSpec', PlanSetting], AggregatorPlan]
+
+
+_REGISTRY: dict = {}
+
+
+def register(spec: AggregatorSpec) -> AggregatorSpec:
+  if spec.name in _REGISTRY:
+    raise ValueError(f'Aggregator {spec.name!r} is already registered.')
+  _REGISTRY[spec.name] = spec
+  return spec
+
+
+def names() -> tuple:
+  return tuple(_REGISTRY)
+
+
+def private_names() -> tuple:
+  return tuple(n for n, s in _REGISTRY.items() if s.private)
+
+
+def get(name: str) -> AggregatorSpec:
+  if name not in _REGISTRY:
+    raise ValueError(f'Unknown aggregator {name!r}; choose from {names()}.')
+  return _REGISTRY[name]
+
+
+def plan(name: str, **setting) -> AggregatorPlan:
+  """Builds and calibrates aggregator `name` (`PlanSetting`'s fields).
+
+  Private aggregators are calibrated so that epsilon after `rounds` rounds is
+  at most `target_epsilon` at `delta`. `record_messages` makes the REC-based
+  aggregators report their messages (for history downlinks);
+  `insecure_test_seed` (tests only, not private) makes their messages
+  deterministic. `accounting` is DP-REC's (`'sound'` or `'paper'`).
+
+  Raises:
+    ValueError: For an unknown aggregator.
+    tff_dprec.accounting.OverheadExceedsDeltaError: Paper accounting, the
+      bits cannot reach delta.
+    tff_dprec.accounting.TargetUnreachableError: No parameter meets the
+      target.
+  """
+  spec = get(name)
+  return spec.build(spec, PlanSetting(**setting))
+
+
+def _build_rec(spec, s):
+  """DP-REC (`dp_rec`) or compression-only REC (`rec`)."""
+  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  from tff_dprec import accounting  # pylint: disable=g-import-not-at-top
+  from tff_dprec.aggregators import dp_rec  # pylint: disable=g-import-not-at-top
+  probe = dp_rec.DPRecSumFactory(noise_stddev=s.noise_stddev, l2_clip=1.0,
+                                 bits=s.bits, grouping=s.grouping)
+  num_groups = probe.num_groups(s.value_type)
+  params = dict(noise_stddev=s.noise_stddev, bits=s.bits,
+                grouping=s.grouping, num_groups=num_groups,
+                total_bits=s.bits * num_groups)
+  clip, epsilon_after, label = None, None, None
+  if spec.private:
+    message = dict(bits=s.bits, num_groups=num_groups,
+                   accounting=s.accounting)
+    c = accounting.calibrate_clip_ratio(
+        target_epsilon=s.target_epsilon, rounds=s.rounds, **message,
+        **s.common)
+    clip = c * s.noise_stddev
+    params = dict(params, clip_ratio=c, l2_clip=clip,
+                  accounting=s.accounting)
+    label = f'dp_rec_{s.accounting}'
+
+    def epsilon_after(r, c=c):
+      if r == 0:
+        return 0.0
+      return accounting.dp_rec_epsilon(clip_ratio=c, rounds=r, **message,
+                                       **s.common)
+
+  rec_sum = dp_rec.DPRecSumFactory(
+      s.noise_stddev, clip, bits=s.bits, grouping=s.grouping,
+      record_messages=s.record_messages,
+      insecure_test_seed=s.insecure_test_seed)
+  return AggregatorPlan(
+      spec.name, tff.aggregators.UnweightedMeanFactory(
+          value_sum_factory=rec_sum),
+      private=spec.private,
+      sample_with_replacement=spec.sample_with_replacement, params=params,
+      upload_bits_per_client=probe.message_bits(s.value_type),
+      download_bits_per_client=_full_model_bits(s.value_type),
+      epsilon_after=epsilon_after, rec_sum=rec_sum, accounting=label)
+
+
+def _build_dp_fedavg(spec, s):
+  """DP-FedAvg with fixed clip and noise (McMahan et al. 2018)."""
+  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  from tff_dprec import accounting  # pylint: disable=g-import-not-at-top
+  z = accounting.calibrate_dp_fedavg_noise(
+      target_epsilon=s.target_epsilon, rounds=s.rounds, **s.common)
+  factory = tff.aggregators.DifferentiallyPrivateFactory.gaussian_fixed(
+      noise_multiplier=z, clients_per_round=s.clients_per_round,
+      clip=s.l2_clip)
+
+  def epsilon_after(r, z=z):
+    if r == 0:
+      return 0.0
+    return accounting.dp_fedavg_epsilon(noise_multiplier=z, rounds=r,
+                                        **s.common)
+
+  full = _full_model_bits(s.value_type)
+  return AggregatorPlan(
+      spec.name, factory, private=True,
+      sample_with_replacement=spec.sample_with_replacement,
+      params=dict(noise_multiplier=z, l2_clip=s.l2_clip),
+      upload_bits_per_client=full, download_bits_per_client=full,
+      epsilon_after=epsilon_after, accounting='subsampled_gaussian_rdp')
+
+
+def _build_ddgauss(spec, s):
+  """TFF's distributed discrete Gaussian at 16 or 12 bits."""
+  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  # TFF 0.87 does not export `DistributedDpSumFactory` (needed for the
+  # distributed discrete Gaussian) from `tff.aggregators`; it is imported
+  # from its module, here only.
+  from tensorflow_federated.python.aggregators import distributed_dp  # pylint: disable=g-import-not-at-top
+  from tff_dprec import accounting  # pylint: disable=g-import-not-at-top
+  ddg_bits = int(spec.name[len('ddgauss'):])
+  dim = _num_elements(s.value_type)
+  z = accounting.calibrate_ddgauss_noise(
+      target_epsilon=s.target_epsilon, l2_clip=s.l2_clip, bits=ddg_bits,
+      rounds=s.rounds, dimension=dim, **s.common)
+  params = accounting.ddgauss_params(
+      noise_multiplier=z, l2_clip=s.l2_clip, bits=ddg_bits,
+      clients_per_round=s.clients_per_round, dimension=dim)
+  factory = tff.aggregators.UnweightedMeanFactory(
+      value_sum_factory=distributed_dp.DistributedDpSumFactory(
+          noise_multiplier=z, expected_clients_per_round=s.clients_per_round,
+          bits=ddg_bits, l2_clip=s.l2_clip, mechanism='distributed_dgauss'))
+
+  def epsilon_after(r, z=z):
+    if r == 0:
+      return 0.0
+    return accounting.ddgauss_epsilon(
+        noise_multiplier=z, l2_clip=s.l2_clip, bits=ddg_bits, rounds=r,
+        dimension=dim, **s.common)
+
+  return AggregatorPlan(
+      spec.name, factory, private=True,
+      sample_with_replacement=spec.sample_with_replacement,
+      params=dict(noise_multiplier=z, l2_clip=s.l2_clip, bits=ddg_bits,
+                  scale=params.scale, padded_dim=params.padded_dim),
+      upload_bits_per_client=ddg_bits * params.padded_dim,
+      download_bits_per_client=_full_model_bits(s.value_type),
+      needs_test_context=True, epsilon_after=epsilon_after,
+      accounting='ddgauss_rdp_zhu_wang')
+
+
+def _build_fedavg(spec, s):
+  """Non-private FedAvg (unweighted mean)."""
+  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  full = _full_model_bits(s.value_type)
+  return AggregatorPlan(
+      spec.name, tff.aggregators.UnweightedMeanFactory(), private=False,
+      sample_with_replacement=spec.sample_with_replacement, params={},
+      upload_bits_per_client=full, download_bits_per_client=full)
+
+
+def _num_elements(value_type) -> int:
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  specs = tff.types.type_to_tf_tensor_specs(value_type)
+  return int(sum(
+      math.prod(s.shape.as_list()) for s in tf.nest.flatten(specs)))
+
+
+def _full_model_bits(value_type) -> int:
+  return FLOAT_BITS * _num_elements(value_type)
+
+
+# Order: the default comparison first. DP-REC samples with replacement
+# (Algorithm 7); the others B distinct clients per round.
+for _spec in (
+    AggregatorSpec('dp_rec', private=True, supports_history=True,
+                   needs_test_context=False, sample_with_replacement=True,
+                   build=_build_rec),
+    AggregatorSpec('rec', private=False, supports_history=True,
+                   needs_test_context=False, sample_with_replacement=True,
+                   build=_build_rec),
+    AggregatorSpec('dp_fedavg', private=True, supports_history=False,
+                   needs_test_context=False, sample_with_replacement=False,
+                   build=_build_dp_fedavg),
+    AggregatorSpec('ddgauss16', private=True, supports_history=False,
+                   needs_test_context=True, sample_with_replacement=False,
+                   build=_build_ddgauss),
+    AggregatorSpec('ddgauss12', private=True, supports_history=False,
+                   needs_test_context=True, sample_with_replacement=False,
+                   build=_build_ddgauss),
+    AggregatorSpec('fedavg', private=False, supports_history=False,
+                   needs_test_context=False, sample_with_replacement=False,
+                   build=_build_fedavg),
+):
+  register(_spec)
