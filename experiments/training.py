@@ -36,6 +36,9 @@ DOWNLINKS = config_lib.DOWNLINKS
 # Tests only: "<aggregator>:<round>:<started|trained|saved>" makes the run
 # SIGKILL itself at that point, to test resuming.
 TEST_KILL_ENV = 'TFF_DPREC_TEST_KILL'
+# Tests only: a file to which every round start is appended (ground truth for
+# the privacy ledger under random kills).
+TEST_TRACE_ENV = 'TFF_DPREC_TEST_TRACE'
 
 
 class OutputDirError(ValueError):
@@ -366,6 +369,7 @@ def _run_round(run_, progress, state, round_num):
       started=round_num, lost=progress.lost_rounds,
       upload_bits=progress.upload_bits + upload,
       download_bits=progress.download_bits + download))
+  _trace_start(run_.name, round_num)
   _maybe_kill(run_.name, round_num, 'started')
   t0 = time.time()
   output = run_.process.next(state, [str(i) for i in ids])
@@ -473,6 +477,15 @@ def _maybe_kill(name: str, round_num: int, phase: str):
   kill_at = os.environ.get(TEST_KILL_ENV, '')
   if kill_at and kill_at == f'{name}:{round_num}:{phase}':
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _trace_start(name: str, round_num: int):
+  path = os.environ.get(TEST_TRACE_ENV)
+  if path:
+    with open(path, 'a') as f:
+      f.write(f'{name} {round_num}\n')
+      f.flush()
+      os.fsync(f.fileno())
 
 
 def _jsonable(params):

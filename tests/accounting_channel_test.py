@@ -149,6 +149,55 @@ class MessageTest(parameterized.TestCase):
     np.testing.assert_allclose(f6, f1, rtol=0.02)
 
 
+def _substitution_k2_mpmath(c, order):
+  """K = 2, v' = -v: D_a(P_v || P_-v) exactly (one-dimensional integral).
+
+  Given the seed only d = xi_1 - xi_2 ~ N(0, 2) matters: P_v(k=1) =
+  sigmoid(c d), P_-v(k=1) = sigmoid(-c d).
+  """
+  mpmath.mp.dps = 30
+
+  def f(x):
+    d = mpmath.sqrt(2) * x
+    p1 = 1 / (1 + mpmath.exp(-c * d))
+    q1 = 1 - p1
+    inner = p1**order * q1**(1 - order) + q1**order * p1**(1 - order)
+    return inner * mpmath.exp(-x * x / 2) / mpmath.sqrt(2 * mpmath.pi)
+
+  # Beyond |x| = 30 the Gaussian weight (e^-450) outweighs the integrand.
+  value = mpmath.quad(f, [-30, -5, 0, 5, 30])
+  return float(mpmath.log(value) / (order - 1))
+
+
+class SubstitutionTest(parameterized.TestCase):
+
+  @parameterized.parameters((0.5, 2), (0.87, 3), (1.25, 4), (2.0, 6))
+  def test_bounds_exact_k2_opposite_updates(self, c, order):
+    bound = accounting.substitution_rdp(clip_ratio=c, bits=1, num_groups=1,
+                                        orders=[order])
+    self.assertGreaterEqual(bound[0], _substitution_k2_mpmath(c, order))
+
+  @parameterized.parameters((0.5, 7), (1.25, 10), (0.8, 20))
+  def test_near_gaussian_substitution(self, c, bits):
+    # For the Gaussian mechanism the pair (v, -v) has a (2c)^2 / 2; the
+    # triangle bound through P_0 should be within ~15% of that, not below
+    # half of it.
+    orders = np.array([2, 4, 8, 16])
+    bound = accounting.substitution_rdp(clip_ratio=c, bits=bits,
+                                        num_groups=3, orders=orders)
+    gauss = orders * (2 * c)**2 / 2
+    self.assertTrue(np.all(bound > 0.5 * gauss))
+    self.assertTrue(np.all(bound[:2] < 1.3 * gauss[:2]))
+
+  def test_at_least_the_prior_pair(self):
+    orders = [2, 3, 5, 9]
+    sub = accounting.substitution_rdp(clip_ratio=1.0, bits=7, num_groups=4,
+                                      orders=orders)
+    forward, reverse = accounting.message_rdp(clip_ratio=1.0, bits=7,
+                                              num_groups=4, orders=orders)
+    self.assertTrue(np.all(sub >= np.minimum(forward, reverse)))
+
+
 class ArgumentTest(parameterized.TestCase):
 
   @parameterized.named_parameters(

@@ -289,6 +289,13 @@ class AuditTest(tf.test.TestCase):
     self.assertLess(result['empirical_epsilon_lower_bound'], 0.3)
 
 
+def _count_lines(path):
+  if not os.path.exists(path):
+    return 0
+  with open(path) as f:
+    return sum(1 for _ in f)
+
+
 def _run_cli(args, env_extra=None, timeout=600):
   env = dict(os.environ)
   env.pop(training.TEST_KILL_ENV, None)
@@ -561,6 +568,55 @@ class ResumeTest(tf.test.TestCase):
     # Nothing was reset: the last content is still there.
     with open(ledger_path) as f:
       self.assertEqual(f.read(), json.dumps([1, 2]))
+
+  def test_random_kills_never_undercount_privacy(self):
+    # Kill the run at random moments (round and phase drawn from a seeded
+    # RNG), resume each time, and check against the ground truth of every
+    # round that started (a trace written before the round runs): the run's
+    # epsilon always covers all of them, and so do its totals.
+    from tff_dprec import accounting  # pylint: disable=g-import-not-at-top
+    data_dir = self.create_tempdir().full_path
+    output_dir = self.create_tempdir().full_path
+    trace = os.path.join(self.create_tempdir().full_path, 'starts')
+    rounds = 7
+    args = ['--task=digits', '--aggregators=dp_rec', f'--rounds={rounds}',
+            '--clients_per_round=4', '--target_epsilon=20',
+            '--eval_every=100', f'--output_dir={output_dir}',
+            f'--data_dir={data_dir}']
+    rng = np.random.default_rng(7)
+    env = {training.TEST_TRACE_ENV: trace}
+    for _ in range(3):
+      started = _count_lines(trace)
+      kill_round = int(rng.integers(1, rounds + 1))
+      phase = str(rng.choice(['started', 'trained', 'saved']))
+      result = _run_cli(args, {**env, training.TEST_KILL_ENV:
+                               f'dp_rec:{kill_round}:{phase}'})
+      self.assertIn(result.returncode, (0, -signal.SIGKILL),
+                    result.stderr[-2000:])
+      if result.returncode == 0:
+        break
+      ledger_path = os.path.join(output_dir, 'digits', 'dp_rec',
+                                 'privacy_ledger.json')
+      with open(ledger_path) as f:
+        entry = json.load(f)
+      self.assertGreaterEqual(entry['started'] + entry['lost'],
+                              _count_lines(trace))
+      self.assertGreater(_count_lines(trace), started)
+    final = _run_cli(args, env)
+    self.assertEqual(final.returncode, 0, final.stderr[-2000:])
+    record = _summary(output_dir)['dp_rec']
+    spent = _count_lines(trace)
+    self.assertEqual(record['rounds'] + record['lost_rounds'], spent)
+    expected = accounting.dp_rec_epsilon(
+        clip_ratio=record['params']['clip_ratio'], rounds=spent,
+        bits=record['params']['bits'],
+        num_groups=record['params']['num_groups'],
+        population=record['population'], clients_per_round=4,
+        delta=record['delta'])
+    self.assertAlmostEqual(record['epsilon'], expected, places=9)
+    # Every started round's upload counts, lost or not.
+    self.assertEqual(record['upload_bits_total'],
+                     spent * 4 * record['upload_bits_per_client_round'])
 
   def test_other_configuration_is_refused(self):
     data_dir = self.create_tempdir().full_path

@@ -25,6 +25,7 @@ from tff_dprec.accounting.calibration import round_up
 from tff_dprec.accounting.calibration import TargetUnreachableError
 from tff_dprec.accounting.channel import message_rdp
 from tff_dprec.accounting.channel import rec_channel_rdp
+from tff_dprec.accounting.channel import substitution_rdp
 from tff_dprec.accounting.dp_rec import ACCOUNTINGS
 from tff_dprec.accounting.dp_rec import DEFAULT_ORDERS
 from tff_dprec.accounting.dp_rec import dp_rec_epsilon
