@@ -9,25 +9,27 @@ Two accountings (derivations and what is assumed: docs/PRIVACY.md):
       groups (`channel.message_rdp`: exact reverse divergence, upper bounds
       on the forward one);
     - one client draw with probability q (Algorithm 7: q = 1/N per draw, B
-      draws per round): the general Poisson-subsampling bound of Zhu and Wang
-      (ICML 2019, Theorem 6), valid for any mechanism, at integer orders;
+      draws per round): a draw that misses the target holds another
+      client's message, so the base RDP is the substitution bound
+      `channel.substitution_rdp`, amplified by the general Poisson
+      subsampling bound of Zhu and Wang (ICML 2019, Theorem 6);
     - composition over draws and rounds by adding RDP; conversion to
       (epsilon, delta) with dp_accounting's conversion (Canonne, Kamath,
       Steinke 2020, Prop. 12), valid for any pair of distributions.
-  No delta overhead: the divergences are those of the discrete release.
+  The amplified epsilon protects against observers who do not know who was
+  sampled; against the server, a participation costs the local epsilon
+  (`dp_rec_local_epsilon`). No delta overhead.
 
 * `'paper'`: Theorem 1 and Algorithm 7 of Triastcyn et al. as published,
     eps = min_l sum [D_{l+1}(mix || p) + D_{l+1}(p || mix)]
           - log(delta - 12/2^b rho)/l,  rho = sum exp(c^2),
-  with b the message's total index bits. For one group this follows from
-  the paper's lemma; for M > 1 groups the step "M groups of b bits = one
-  index of M b bits" (Theorem 3) is unproven (a simulation refutes the
-  resulting bias bound), so the paper mode warns with `UnprovenPaperBound`.
-  Kept to reproduce the paper's Table 1.
-
-Both share one modelling assumption, stated in docs/PRIVACY.md: a draw that
-does not pick the target client is compared with a message that encodes
-nothing (the prior).
+  with b the message's total index bits and mix = (1-q) p + q q_v: a draw
+  that misses the target is compared with the prior, which does not hold
+  when the server sees individual messages (docs/PRIVACY.md, Section 5).
+  For M > 1 groups the step "M groups of b bits = one index of M b bits"
+  (Theorem 3) is also unproven (a simulation refutes the resulting bias
+  bound), so the paper mode warns with `UnprovenPaperBound`. Kept to
+  reproduce the paper's Table 1.
 """
 
 import math
