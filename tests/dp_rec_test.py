@@ -9,6 +9,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_dprec import accounting
+from tff_dprec import message as message_lib
 from tff_dprec import rec
 from tff_dprec.aggregators import dp_rec
 
@@ -215,7 +216,7 @@ class ClientEncoderTest(tf.test.TestCase):
     decoded = dp_rec.decode_message(
         message['seed'], message['indices'], value_type=_STRUCT,
         noise_stddev=0.2, bits=5)
-    seed = dp_rec._codec_seed(tf.constant(message['seed'], tf.int64))  # pylint: disable=protected-access
+    seed = message_lib.codec_seed(tf.constant(message['seed'], tf.int64))
     expected_a = rec.decode(message['indices'][0], prior_stddev=0.2, bits=5,
                             dim=3, seed=seed, group=0)
     expected_b = rec.decode(message['indices'][1], prior_stddev=0.2, bits=5,

@@ -1,13 +1,22 @@
 """tff_dprec: differentially private relative entropy coding for TFF.
 
 Submodules load on first access: `accounting` needs only dp_accounting, so the
-accountant and its CLI start without TensorFlow; `rec`, `aggregators` and
-`history` load TensorFlow and TFF.
+accountant and its CLI start without TensorFlow; `rec` and `message` load
+TensorFlow; `aggregators`, `learning` and `history` load TFF.
+
+* `learning`: `dp_rec_aggregator(...)` for `tff.learning`, the layout, event
+  and epsilon of a model, `no_client_metrics`, history setup.
+* `aggregators`: `DPRecSumFactory`, the TFF aggregation factory.
+* `message`: `MessageLayout` and the encoding of whole updates (plain TF).
+* `rec`: the REC codec (plain TF).
+* `accounting`: the privacy accountants and calibration.
+* `history`: server-to-client history compression and client replay.
 """
 
 import importlib
 
-__all__ = ['accounting', 'aggregators', 'history', 'rec']
+__all__ = ['accounting', 'aggregators', 'history', 'learning', 'message',
+           'rec']
 
 
 def __getattr__(name):

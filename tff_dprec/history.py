@@ -49,7 +49,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tff_dprec import rec
+from tff_dprec import validation
 from tff_dprec.aggregators import dp_rec
 
 # Bits of the per-round message count in a history.
@@ -121,9 +121,9 @@ class HistoryServer:
       TypeError: If an argument is not an int.
       ValueError: If a size is not positive.
     """
-    rec.check_positive_int(message_bits, 'message_bits')
-    rec.check_positive_int(full_bits, 'full_bits')
-    _check_int(initial_seed, 'initial_seed')
+    validation.check_positive_int(message_bits, 'message_bits')
+    validation.check_positive_int(full_bits, 'full_bits')
+    validation.check_int(initial_seed, 'initial_seed')
     self._message_bits = int(message_bits)
     self._full_bits = int(full_bits)
     self._initial_seed = int(initial_seed)
@@ -468,7 +468,7 @@ def seeded_model_weights(model_fn: Callable[[], Any],
   Raises:
     TypeError: If `seed` is not an int.
   """
-  _check_int(seed, 'seed')
+  validation.check_int(seed, 'seed')
   result = {}
 
   def build():
@@ -500,8 +500,3 @@ def seeded_model_weights(model_fn: Callable[[], Any],
   return tff.learning.models.ModelWeights(
       trainable=[np.asarray(w) for w in weights.trainable],
       non_trainable=[np.asarray(w) for w in weights.non_trainable])
-
-
-def _check_int(value, name):
-  if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-    raise TypeError(f'{name} must be an int, found {value!r}.')

@@ -38,6 +38,8 @@ from typing import Optional, Sequence, Union
 import numpy as np
 import tensorflow as tf
 
+from tff_dprec import validation
+
 CODEC_VERSION = 1
 # The largest supported bit-width per group. 2**24 candidates already take
 # minutes to encode for d ~ 1e6; larger K also overflows int32 indices soon.
@@ -323,22 +325,11 @@ def _ceil_div(a: int, b: int) -> int:
 
 
 def check_bits(bits):
-  if isinstance(bits, bool) or not isinstance(bits, (int, np.integer)):
-    raise TypeError(f'bits must be an int, found {bits!r}.')
-  if not 1 <= bits <= MAX_BITS:
-    raise ValueError(f'bits must be in [1, {MAX_BITS}], found {bits!r}.')
+  """Raises TypeError / ValueError unless `bits` is an int in [1, MAX_BITS]."""
+  validation.check_int_in_range(bits, 'bits', 1, MAX_BITS)
 
 
-def check_positive_float(value, name):
-  if isinstance(value, bool) or not isinstance(
-      value, (int, float, np.integer, np.floating)):
-    raise TypeError(f'{name} must be a number, found {value!r}.')
-  if not math.isfinite(value) or value <= 0:
-    raise ValueError(f'{name} must be positive and finite, found {value!r}.')
-
-
-def check_positive_int(value, name):
-  if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-    raise TypeError(f'{name} must be an int, found {value!r}.')
-  if value <= 0:
-    raise ValueError(f'{name} must be positive, found {value!r}.')
+# The codec's argument checks are `tff_dprec.validation`'s; these names are
+# kept for existing callers.
+check_positive_float = validation.check_positive_number
+check_positive_int = validation.check_positive_int

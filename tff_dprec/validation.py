@@ -31,6 +31,11 @@ def check_nonnegative_number(value, name):
     raise ValueError(f'{name} must be non-negative, found {value!r}.')
 
 
+def check_bool(value, name):
+  if not isinstance(value, (bool, np.bool_)):
+    raise TypeError(f'{name} must be a bool, found {value!r}.')
+
+
 def check_int(value, name):
   if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
     raise TypeError(f'{name} must be an int, found {value!r}.')

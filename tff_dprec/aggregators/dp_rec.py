@@ -1,6 +1,12 @@
-"""DP-REC: private, few-bit aggregation of client updates for TFF."""
+"""DP-REC: private, few-bit aggregation of client updates for TFF.
+
+The TFF wiring of `tff_dprec.message` (the message layout and the encoding
+of whole updates, plain TF): the client's encoder, the server's aggregation
+of messages, and the `tff.aggregators` factory around them.
+"""
 
 import collections
+import sys
 from typing import Optional
 
 import numpy as np
@@ -8,14 +14,13 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_dprec import accounting
+from tff_dprec import message
 from tff_dprec import rec
+from tff_dprec import validation
 
-# A message carries a 64-bit seed word; the codec seed is (word, domain tag).
-SEED_BITS = 64
-_SEED_DOMAIN = 0x44505245430001  # "DPREC" + codec version 1.
-# Refuse groups larger than this many elements (memory budget: the client
-# holds a group, the server decodes one, the encoder a block of candidates).
-MAX_GROUP_ELEMENTS = 2**27
+# Kept for callers of the old names; defined in `tff_dprec.message`.
+SEED_BITS = message.SEED_BITS
+MAX_GROUP_ELEMENTS = message.MAX_GROUP_ELEMENTS
 
 
 class DPRecSumFactory(tff.aggregators.UnweightedAggregationFactory):
@@ -61,6 +66,14 @@ class DPRecSumFactory(tff.aggregators.UnweightedAggregationFactory):
 
   With `l2_clip=None` no clipping happens: compression-only REC, the paper's
   Appendix D.3 ablation, which has no privacy guarantee.
+
+  This is a sum. For `tff.learning`, use the mean around it,
+  `tff_dprec.learning.dp_rec_aggregator(...)`, with
+  `tff.learning.algorithms.build_unweighted_fed_avg`. `create` refuses to be
+  called by a weighted factory (see `check_unweighted_creator`): inside
+  `tff.aggregators.MeanFactory` the weights would reach the server in the
+  clear, and given directly to `build_unweighted_fed_avg` the server would
+  apply the sum of the updates.
   """
 
   def __init__(self,
@@ -103,30 +116,21 @@ class DPRecSumFactory(tff.aggregators.UnweightedAggregationFactory):
       TypeError: If an argument has the wrong type.
       ValueError: If an argument has an invalid value.
     """
-    rec.check_positive_float(noise_stddev, 'noise_stddev')
+    validation.check_positive_number(noise_stddev, 'noise_stddev')
     if l2_clip is not None:
-      rec.check_positive_float(l2_clip, 'l2_clip')
+      validation.check_positive_number(l2_clip, 'l2_clip')
     rec.check_bits(bits)
-    rec.check_grouping(grouping)
-    rec.check_positive_int(chunk_elements, 'chunk_elements')
-    if insecure_test_seed is not None and (
-        isinstance(insecure_test_seed, bool) or
-        not isinstance(insecure_test_seed, (int, np.integer))):
-      raise TypeError('insecure_test_seed must be None or an int, found '
-                      f'{insecure_test_seed!r}.')
-    if not isinstance(record_messages, bool):
-      raise TypeError(
-          f'record_messages must be a bool, found {record_messages!r}.')
-    if not isinstance(grouping, str) and grouping > MAX_GROUP_ELEMENTS:
-      raise ValueError(
-          f'grouping={grouping!r} exceeds the memory budget of '
-          f'{MAX_GROUP_ELEMENTS} elements per group.')
+    message.check_grouping(grouping)
+    validation.check_positive_int(chunk_elements, 'chunk_elements')
+    validation.check_bool(record_messages, 'record_messages')
+    if insecure_test_seed is not None:
+      validation.check_int(insecure_test_seed, 'insecure_test_seed')
     self._noise_stddev = float(noise_stddev)
     self._l2_clip = None if l2_clip is None else float(l2_clip)
     self._bits = int(bits)
     self._grouping = grouping
     self._chunk_elements = int(chunk_elements)
-    self._record_messages = record_messages
+    self._record_messages = bool(record_messages)
     self._insecure_test_seed = (None if insecure_test_seed is None else
                                 int(insecure_test_seed) % 2**63)
 
@@ -162,22 +166,30 @@ class DPRecSumFactory(tff.aggregators.UnweightedAggregationFactory):
       return None
     return self._l2_clip / self._noise_stddev
 
+  @property
+  def chunk_elements(self) -> int:
+    return self._chunk_elements
+
+  def layout(self, value_type) -> message.MessageLayout:
+    """Returns the `MessageLayout` (groups, bits, shapes) for `value_type`.
+
+    Raises:
+      TypeError: If `value_type` is not a tensor or structure of float
+        tensors of static shapes.
+      ValueError: If a group would exceed `message.MAX_GROUP_ELEMENTS`.
+    """
+    _check_value_type(value_type)
+    return message.MessageLayout.from_value_type(
+        tff.types.type_to_tf_tensor_specs(value_type), bits=self._bits,
+        grouping=self._grouping)
+
   def num_groups(self, value_type) -> int:
     """Returns the number of groups (indices per message) for `value_type`."""
-    return len(rec.plan_groups(_flat_sizes(value_type), self._grouping))
+    return self.layout(value_type).num_groups
 
   def message_bits(self, value_type) -> int:
     """Returns the size in bits of one client message for `value_type`."""
-    return SEED_BITS + self._bits * self.num_groups(value_type)
-
-  def _checked_groups(self, value_type):
-    groups = rec.plan_groups(_flat_sizes(value_type), self._grouping)
-    for start, end in groups:
-      if end - start > MAX_GROUP_ELEMENTS:
-        raise ValueError(
-            f'A group of {end - start} elements exceeds the memory budget of '
-            f'{MAX_GROUP_ELEMENTS} elements; use grouping=<int>.')
-    return groups
+    return self.layout(value_type).message_bits
 
   def dp_event(self, value_type) -> accounting.DpRecEvent:
     """Returns the `DpRecEvent` of one client's message.
@@ -195,9 +207,11 @@ class DPRecSumFactory(tff.aggregators.UnweightedAggregationFactory):
 
   def message_type(self, value_type) -> tff.StructWithPythonType:
     """The TFF type of one client message: int64 seed and int32 indices."""
-    return tff.to_type(collections.OrderedDict(
-        seed=tff.TensorType(np.int64),
-        indices=tff.TensorType(np.int32, [self.num_groups(value_type)])))
+    return _message_type(self.layout(value_type))
+
+  def message_matrix_type(self, value_type) -> tff.TensorType:
+    """The type of the `messages` measurement: int64 [num_messages, 1 + M]."""
+    return _matrix_type(self.layout(value_type))
 
   def client_encoder(self, value_type) -> tff.Computation:
     """The client's TF computation: update -> message (clip, seed, encode).
@@ -205,38 +219,14 @@ class DPRecSumFactory(tff.aggregators.UnweightedAggregationFactory):
     The seed is drawn inside the computation from fresh randomness; the
     computation has no parameter through which it could be set.
     """
-    _check_value_type(value_type)
-    groups = self._checked_groups(value_type)
-    noise_stddev, l2_clip, bits = self._noise_stddev, self._l2_clip, self._bits
-    chunk_elements = self._chunk_elements
-    test_seed = self._insecure_test_seed
+    layout = self.layout(value_type)
+    settings = dict(noise_stddev=self._noise_stddev, l2_clip=self._l2_clip,
+                    chunk_elements=self._chunk_elements,
+                    insecure_test_seed=self._insecure_test_seed)
 
     @tff.tensorflow.computation(value_type)
     def client_encode(value):
-      flat = _to_flat_vector(value)
-      flat = _zero_if_not_finite(flat)
-      if l2_clip is not None:
-        flat = _clip_l2(flat, l2_clip)
-      if test_seed is None:
-        # Fresh OS entropy drawn on the client, independent of its update and
-        # of anything in the graph the server built.
-        seed_word = rec.fresh_int64([])
-        selection_seeds = [None] * len(groups)
-      else:
-        seed_word, selection_seeds = _insecure_test_seeds(
-            flat, test_seed, len(groups))
-      seed = _codec_seed(seed_word)
-      indices = [
-          rec.encode(flat[start:end], prior_stddev=noise_stddev, bits=bits,
-                     seed=seed, selection_seed=selection_seeds[g], group=g,
-                     chunk_elements=chunk_elements)
-          for g, (start, end) in enumerate(groups)
-      ]
-      if not indices:
-        indices_tensor = tf.zeros([0], tf.int32)
-      else:
-        indices_tensor = tf.stack(indices)
-      return collections.OrderedDict(seed=seed_word, indices=indices_tensor)
+      return message.encode_update(value, layout, **settings)
 
     return client_encode
 
@@ -250,172 +240,41 @@ class DPRecSumFactory(tff.aggregators.UnweightedAggregationFactory):
     `rejected_messages`. (Messages of the wrong shape or dtype are refused by
     TFF's type system before they reach this code.)
     """
-    _check_value_type(value_type)
+    layout = self.layout(value_type)
     if self._record_messages:
-      return self._recording_message_aggregator(value_type)
-    sizes = _flat_sizes(value_type)
-    groups = self._checked_groups(value_type)
-    specs = tff.types.type_to_tf_tensor_specs(value_type)
-    dtypes = [s.dtype for s in tf.nest.flatten(specs)]
-    shapes = [s.shape for s in tf.nest.flatten(specs)]
-    message_type = self.message_type(value_type)
-    message_bits = self.message_bits(value_type)
-    noise_stddev, bits = self._noise_stddev, self._bits
-    accumulator_type = collections.OrderedDict(
-        total=value_type,
-        num_messages=tff.TensorType(np.int32),
-        rejected_messages=tff.TensorType(np.int32))
-
-    @tff.tensorflow.computation
-    def zero():
-      return collections.OrderedDict(
-          total=tf.nest.map_structure(
-              lambda s: tf.zeros(s.shape, s.dtype), specs),
-          num_messages=tf.constant(0, tf.int32),
-          rejected_messages=tf.constant(0, tf.int32))
-
-    @tff.tensorflow.computation(accumulator_type, message_type)
-    def accumulate(acc, message):
-      indices = message['indices']
-      valid = tf.reduce_all(rec.index_in_range(indices, bits))
-      seed = _codec_seed(message['seed'])
-
-      def decoded():
-        flat = _decode_groups(seed, indices, groups, noise_stddev, bits,
-                              sum(sizes))
-        return _from_flat_vector(flat, shapes, dtypes, specs)
-
-      update = tf.cond(
-          valid, decoded,
-          lambda: tf.nest.map_structure(tf.zeros_like, acc['total']))
-      return collections.OrderedDict(
-          total=tf.nest.map_structure(tf.add, acc['total'], update),
-          num_messages=acc['num_messages'] + 1,
-          rejected_messages=acc['rejected_messages'] +
-          tf.cast(tf.logical_not(valid), tf.int32))
-
-    @tff.tensorflow.computation(accumulator_type, accumulator_type)
-    def merge(a, b):
-      return tf.nest.map_structure(tf.add, a, b)
-
-    @tff.tensorflow.computation(accumulator_type)
-    def report(acc):
-      return acc
-
-    @tff.tensorflow.computation(accumulator_type)
-    def measurements_of(acc):
-      return collections.OrderedDict(
-          upload_bits=tf.cast(acc['num_messages'], tf.int64) * message_bits,
-          num_messages=acc['num_messages'],
-          rejected_messages=acc['rejected_messages'])
-
-    @tff.federated_computation(tff.FederatedType(message_type, tff.CLIENTS))
-    def aggregate_messages(messages):
-      acc = tff.federated_aggregate(messages, zero(), accumulate, merge,
-                                    report)
-      return acc.total, tff.federated_map(measurements_of, acc)
-
-    return aggregate_messages
-
-  def message_matrix_type(self, value_type) -> tff.TensorType:
-    """The type of the `messages` measurement: int64 [num_messages, 1 + M]."""
-    return tff.TensorType(np.int64, [None, 1 + self.num_groups(value_type)])
+      return _recording_message_aggregator(layout, self._noise_stddev)
+    return _decoding_message_aggregator(value_type, layout,
+                                        self._noise_stddev)
 
   def messages_sum_fn(self, value_type):
     """Returns a TF function: message matrix -> (sum, rejected count).
 
     The function decodes the rows of an int64 matrix `[seed, indices...]` in
     order and adds them up in float32, skipping (and counting) rows with an
-    index outside [0, 2**bits). It is the server's decoder with
-    `record_messages=True`, and the one that `tff_dprec.history` replays, so
-    both compute the same sum bit for bit.
+    index outside [0, 2**bits) (`message.sum_messages`). It is the server's
+    decoder with `record_messages=True`, and the one that `tff_dprec.history`
+    replays, so both compute the same sum bit for bit.
     """
-    _check_value_type(value_type)
-    sizes = _flat_sizes(value_type)
-    total = sum(sizes)
-    groups = self._checked_groups(value_type)
-    specs = tff.types.type_to_tf_tensor_specs(value_type)
-    flat_specs = tf.nest.flatten(specs)
-    shapes = [s.shape for s in flat_specs]
-    dtypes = [s.dtype for s in flat_specs]
-    noise_stddev, bits = self._noise_stddev, self._bits
-    num_groups = len(groups)
+    layout = self.layout(value_type)
+    noise_stddev = self._noise_stddev
 
-    # Plain graph code (explicit while_loop and cond): nothing for AutoGraph
-    # to convert when a caller's tf.function traces it.
     @tf.autograph.experimental.do_not_convert
     def messages_sum(messages):
-      messages = tf.convert_to_tensor(messages, tf.int64)
-      messages = tf.ensure_shape(messages, [None, 1 + num_groups])
-
-      def body(i, acc, rejected):
-        row = messages[i]
-        indices = row[1:]
-        valid = tf.reduce_all(rec.index_in_range(indices, bits))
-        seed = _codec_seed(row[0])
-        acc = tf.cond(
-            valid,
-            lambda: acc + _decode_groups(seed, tf.cast(indices, tf.int32),
-                                         groups, noise_stddev, bits, total),
-            lambda: acc)
-        return i + 1, acc, rejected + tf.cast(tf.logical_not(valid), tf.int32)
-
-      _, acc, rejected = tf.while_loop(
-          lambda i, acc, rejected: i < tf.shape(messages)[0], body,
-          (tf.constant(0), tf.zeros([total], tf.float32),
-           tf.constant(0, tf.int32)))
-      return _from_flat_vector(acc, shapes, dtypes, specs), rejected
+      return message.sum_messages(messages, layout, noise_stddev=noise_stddev)
 
     return messages_sum
 
-  def _recording_message_aggregator(self, value_type) -> tff.Computation:
-    message_type = self.message_type(value_type)
-    matrix_type = self.message_matrix_type(value_type)
-    message_bits = self.message_bits(value_type)
-    num_columns = 1 + self.num_groups(value_type)
-    messages_sum = self.messages_sum_fn(value_type)
-
-    @tff.tensorflow.computation
-    def zero():
-      return tf.zeros([0, num_columns], tf.int64)
-
-    @tff.tensorflow.computation(matrix_type, message_type)
-    def accumulate(acc, message):
-      row = tf.concat([message['seed'][tf.newaxis],
-                       tf.cast(message['indices'], tf.int64)], axis=0)
-      return tf.concat([acc, row[tf.newaxis]], axis=0)
-
-    @tff.tensorflow.computation(matrix_type, matrix_type)
-    def merge(a, b):
-      return tf.concat([a, b], axis=0)
-
-    @tff.tensorflow.computation(matrix_type)
-    def report(messages):
-      # A canonical order: the clients' random seeds (stable for ties), so
-      # the order says nothing about who sent what and the replay can sum in
-      # the same order.
-      return tf.gather(messages, tf.argsort(messages[:, 0], stable=True))
-
-    @tff.tensorflow.computation(matrix_type)
-    def decode_and_measure(messages):
-      total, rejected = messages_sum(messages)
-      num_messages = tf.shape(messages)[0]
-      return total, collections.OrderedDict(
-          upload_bits=tf.cast(num_messages, tf.int64) * message_bits,
-          num_messages=num_messages,
-          rejected_messages=rejected,
-          messages=messages)
-
-    @tff.federated_computation(tff.FederatedType(message_type, tff.CLIENTS))
-    def aggregate_messages(messages):
-      collected = tff.federated_aggregate(messages, zero(), accumulate, merge,
-                                          report)
-      total, measurements = tff.federated_map(decode_and_measure, collected)
-      return total, measurements
-
-    return aggregate_messages
-
   def create(self, value_type) -> tff.templates.AggregationProcess:
+    """Returns the process; refuses creation by a weighted factory.
+
+    Raises:
+      TypeError: If `value_type` cannot be aggregated, or if the caller is a
+        `tff.aggregators.WeightedAggregationFactory` (`MeanFactory` would
+        send the weights in the clear and clip weight x update; TFF's
+        `as_weighted_aggregator`, i.e. `build_unweighted_fed_avg` given this
+        factory directly, would apply the sum instead of the mean).
+    """
+    check_unweighted_creator(self, sys._getframe(1), is_mean=False)  # pylint: disable=protected-access
     client_encode = self.client_encoder(value_type)
     aggregate_messages = self.message_aggregator(value_type)
 
@@ -438,52 +297,25 @@ class DPRecSumFactory(tff.aggregators.UnweightedAggregationFactory):
     return tff.templates.AggregationProcess(init_fn, next_fn)
 
 
-def dp_rec_aggregator(
-    noise_stddev: float,
-    l2_clip: Optional[float],
-    bits: int = 7,
-    grouping: rec.Grouping = rec.GROUPING_TENSOR,
-    chunk_elements: int = rec.DEFAULT_CHUNK_ELEMENTS,
-    record_messages: bool = False,
-    insecure_test_seed: Optional[int] = None,
-) -> tff.aggregators.UnweightedMeanFactory:
-  """Returns the DP-REC mean, ready for `tff.learning` algorithm builders.
-
-  An unweighted mean (`tff.aggregators.UnweightedMeanFactory`) whose sum is a
-  `DPRecSumFactory`; pass it as `model_aggregator` to
-  `tff.learning.algorithms.build_unweighted_fed_avg`. Arguments as in
-  `DPRecSumFactory`. Measurements are nested under `mean_value`.
-  """
-  return tff.aggregators.UnweightedMeanFactory(
-      value_sum_factory=DPRecSumFactory(
-          noise_stddev=noise_stddev, l2_clip=l2_clip, bits=bits,
-          grouping=grouping, chunk_elements=chunk_elements,
-          record_messages=record_messages,
-          insecure_test_seed=insecure_test_seed))
+def dp_rec_aggregator(*args, **kwargs):
+  """`tff_dprec.learning.dp_rec_aggregator` (kept here for old imports)."""
+  # Imported here: `learning` imports this module.
+  from tff_dprec import learning  # pylint: disable=g-import-not-at-top
+  return learning.dp_rec_aggregator(*args, **kwargs)
 
 
 def no_client_metrics(metric_finalizers, local_unfinalized_metrics_type=None):
-  """A `tff.learning` metrics aggregator that takes nothing from clients.
-
-  `tff.learning` algorithms by default sum each client's training metrics
-  (loss, example counts) in the clear, outside any DP mechanism. With DP-REC
-  the client's message should be the only value that leaves it: pass
-  `metrics_aggregator=no_client_metrics` to the algorithm builder. The round's
-  `client_work` metrics are then empty.
-  """
-  del metric_finalizers, local_unfinalized_metrics_type
-
-  @tff.federated_computation
-  def aggregate(client_metrics):
-    del client_metrics
-    return tff.federated_value(collections.OrderedDict(), tff.SERVER)
-
-  return aggregate
+  """`tff_dprec.learning.no_client_metrics` (kept here for old imports)."""
+  from tff_dprec import learning  # pylint: disable=g-import-not-at-top
+  return learning.no_client_metrics(metric_finalizers,
+                                    local_unfinalized_metrics_type)
 
 
 def decode_message(seed_word, indices, *, value_type, noise_stddev: float,
                    bits: int, grouping: rec.Grouping = rec.GROUPING_TENSOR):
   """Decodes one client message outside TFF (history replay, audits).
+
+  `message.decode_message` for a TFF `value_type`.
 
   Args:
     seed_word: The message's int64 seed.
@@ -496,83 +328,177 @@ def decode_message(seed_word, indices, *, value_type, noise_stddev: float,
   Returns:
     The decoded update, a structure of tensors matching `value_type`.
   """
-  sizes = _flat_sizes(value_type)
-  groups = rec.plan_groups(sizes, grouping)
-  specs = tff.types.type_to_tf_tensor_specs(value_type)
-  flat_specs = tf.nest.flatten(specs)
-  flat = _decode_groups(
-      _codec_seed(tf.constant(seed_word, tf.int64)),
-      tf.constant(indices, tf.int32), groups, noise_stddev, bits, sum(sizes))
-  return _from_flat_vector(flat, [s.shape for s in flat_specs],
-                           [s.dtype for s in flat_specs], specs)
+  _check_value_type(value_type)
+  layout = message.MessageLayout.from_value_type(
+      tff.types.type_to_tf_tensor_specs(value_type), bits=bits,
+      grouping=grouping)
+  return message.decode_message(seed_word, indices, layout,
+                                noise_stddev=noise_stddev)
 
 
-def _decode_groups(seed, indices, groups, noise_stddev, bits, total):
-  parts = [
-      rec.decode(indices[g], prior_stddev=noise_stddev, bits=bits,
-                 dim=end - start, seed=seed, group=g)
-      for g, (start, end) in enumerate(groups)
-  ]
-  if not parts:
-    return tf.zeros([total], tf.float32)
-  return tf.concat(parts, axis=0)
+def check_unweighted_creator(factory, caller_frame, *, is_mean: bool) -> None:
+  """Raises TypeError if `caller_frame` is a weighted factory's method.
+
+  A DP-REC aggregation sees only the values it is given; it cannot take part
+  in a weighted aggregation privately. `tff.aggregators.MeanFactory` calls
+  its value sum with weight x value: the weights then go to the server as
+  float32 in the clear (through the weight sum) and the clip bounds
+  weight x update, not the update. So `create` looks at who calls it.
+
+  Args:
+    factory: The DP-REC factory whose `create` is running.
+    caller_frame: The frame of the caller of `create`.
+    is_mean: Whether `factory` is a mean. TFF's `as_weighted_aggregator` (the
+      wrapper `build_unweighted_fed_avg` puts around its model aggregator)
+      ignores the weights and may create a mean; a sum created that way
+      would be a model aggregator that applies the sum of the updates.
+
+  Raises:
+    TypeError: If the caller is a weighted aggregation factory, other than
+      TFF's `as_weighted_aggregator` around a mean.
+  """
+  caller = caller_frame.f_locals.get('self')
+  del caller_frame
+  if not isinstance(caller, tff.aggregators.WeightedAggregationFactory):
+    return
+  if isinstance(caller, _WEIGHTS_IGNORED):
+    if is_mean:
+      return
+    raise TypeError(
+        f'{type(factory).__name__} sums the client updates; as a '
+        '`tff.learning` model aggregator the server would apply the sum, '
+        'not the mean. Pass model_aggregator=tff_dprec.learning.'
+        'dp_rec_aggregator(...) (the DP-REC mean) to '
+        'tff.learning.algorithms.build_unweighted_fed_avg.')
+  raise TypeError(
+      f'{type(factory).__name__} cannot be used inside the weighted '
+      f'{type(caller).__name__}: the client weights would reach the server '
+      'as float32 in the clear and the clip would bound weight x update. '
+      'DP-REC averages without weights: use '
+      'tff.learning.algorithms.build_unweighted_fed_avg with '
+      'model_aggregator=tff_dprec.learning.dp_rec_aggregator(...).')
 
 
-def _insecure_test_seeds(flat, test_seed, num_groups):
-  """Test mode: seed word and selection seeds from `test_seed` and `flat`."""
-  fingerprint = tf.fingerprint(
-      tf.reshape(tf.bitcast(flat, tf.uint8), [1, -1]))
-  word = tf.bitcast(tf.reshape(fingerprint, [8]), tf.int64)
-  key = tf.stack([tf.constant(test_seed, tf.int64), word])
-  seed_word = tf.random.stateless_uniform(
-      [], seed=key, minval=None, maxval=None, dtype=tf.int64, alg='philox')
-  selection_seeds = [
-      tf.cast(tf.random.experimental.stateless_fold_in(key, g + 1,
-                                                       alg='philox'),
-              tf.int64)
-      for g in range(num_groups)]
-  return seed_word, selection_seeds
+def _decoding_message_aggregator(value_type, layout, noise_stddev):
+  """Decodes each message in `federated_aggregate`'s accumulate step."""
+  message_type = _message_type(layout)
+  accumulator_type = collections.OrderedDict(
+      total=value_type,
+      num_messages=tff.TensorType(np.int32),
+      rejected_messages=tff.TensorType(np.int32))
+
+  @tff.tensorflow.computation
+  def zero():
+    return collections.OrderedDict(
+        total=tf.nest.map_structure(
+            lambda s: tf.zeros(s.shape, s.dtype), layout.value_specs),
+        num_messages=tf.constant(0, tf.int32),
+        rejected_messages=tf.constant(0, tf.int32))
+
+  @tff.tensorflow.computation(accumulator_type, message_type)
+  def accumulate(acc, msg):
+    valid = message.indices_valid(msg['indices'], layout)
+    update = tf.cond(
+        valid,
+        lambda: message.decode_message(msg['seed'], msg['indices'], layout,
+                                       noise_stddev=noise_stddev),
+        lambda: tf.nest.map_structure(tf.zeros_like, acc['total']))
+    return collections.OrderedDict(
+        total=tf.nest.map_structure(tf.add, acc['total'], update),
+        num_messages=acc['num_messages'] + 1,
+        rejected_messages=acc['rejected_messages'] +
+        tf.cast(tf.logical_not(valid), tf.int32))
+
+  @tff.tensorflow.computation(accumulator_type, accumulator_type)
+  def merge(a, b):
+    return tf.nest.map_structure(tf.add, a, b)
+
+  @tff.tensorflow.computation(accumulator_type)
+  def report(acc):
+    return acc
+
+  @tff.tensorflow.computation(accumulator_type)
+  def measurements_of(acc):
+    return _measurements(layout, acc['num_messages'],
+                         acc['rejected_messages'])
+
+  @tff.federated_computation(tff.FederatedType(message_type, tff.CLIENTS))
+  def aggregate_messages(messages):
+    acc = tff.federated_aggregate(messages, zero(), accumulate, merge, report)
+    return acc.total, tff.federated_map(measurements_of, acc)
+
+  return aggregate_messages
 
 
-def _codec_seed(seed_word):
-  return tf.stack([seed_word, tf.constant(_SEED_DOMAIN, tf.int64)])
+def _recording_message_aggregator(layout, noise_stddev):
+  """Collects the messages, sorts them by seed, decodes them in that order."""
+  message_type = _message_type(layout)
+  matrix_type = _matrix_type(layout)
+  num_columns = 1 + layout.num_groups
+
+  @tff.tensorflow.computation
+  def zero():
+    return tf.zeros([0, num_columns], tf.int64)
+
+  @tff.tensorflow.computation(matrix_type, message_type)
+  def accumulate(acc, msg):
+    row = tf.concat([msg['seed'][tf.newaxis],
+                     tf.cast(msg['indices'], tf.int64)], axis=0)
+    return tf.concat([acc, row[tf.newaxis]], axis=0)
+
+  @tff.tensorflow.computation(matrix_type, matrix_type)
+  def merge(a, b):
+    return tf.concat([a, b], axis=0)
+
+  @tff.tensorflow.computation(matrix_type)
+  def report(messages):
+    # A canonical order: the clients' random seeds (stable for ties), so the
+    # order says nothing about who sent what and the replay can sum in the
+    # same order.
+    return tf.gather(messages, tf.argsort(messages[:, 0], stable=True))
+
+  @tff.tensorflow.computation(matrix_type)
+  def decode_and_measure(messages):
+    total, rejected = message.sum_messages(messages, layout,
+                                           noise_stddev=noise_stddev)
+    return total, _measurements(layout, tf.shape(messages)[0], rejected,
+                                messages)
+
+  @tff.federated_computation(tff.FederatedType(message_type, tff.CLIENTS))
+  def aggregate_messages(messages):
+    collected = tff.federated_aggregate(messages, zero(), accumulate, merge,
+                                        report)
+    total, measurements = tff.federated_map(decode_and_measure, collected)
+    return total, measurements
+
+  return aggregate_messages
 
 
-def _to_flat_vector(value):
-  parts = [tf.reshape(tf.cast(t, tf.float32), [-1])
-           for t in tf.nest.flatten(value)]
-  if not parts:
-    return tf.zeros([0], tf.float32)
-  return tf.concat(parts, axis=0)
+def _measurements(layout, num_messages, rejected, messages=None):
+  measurements = collections.OrderedDict(
+      upload_bits=tf.cast(num_messages, tf.int64) * layout.message_bits,
+      num_messages=num_messages,
+      rejected_messages=rejected)
+  if messages is not None:
+    measurements['messages'] = messages
+  return measurements
 
 
-def _from_flat_vector(flat, shapes, dtypes, structure):
-  tensors = []
-  offset = 0
-  for shape, dtype in zip(shapes, dtypes):
-    size = int(np.prod(shape.as_list(), dtype=np.int64))
-    tensors.append(tf.cast(tf.reshape(flat[offset:offset + size], shape), dtype))
-    offset += size
-  return tf.nest.pack_sequence_as(structure, tensors)
+def _message_type(layout):
+  return tff.to_type(collections.OrderedDict(
+      seed=tff.TensorType(np.int64),
+      indices=tff.TensorType(np.int32, [layout.num_groups])))
 
 
-def _zero_if_not_finite(flat):
-  finite = tf.reduce_all(tf.math.is_finite(flat))
-  return tf.where(finite, flat, tf.zeros_like(flat))
+def _matrix_type(layout):
+  return tff.TensorType(np.int64, [None, 1 + layout.num_groups])
 
 
-def _clip_l2(flat, l2_clip):
-  # Norm in float64: float32 squares overflow for enormous updates.
-  norm = tf.norm(tf.cast(flat, tf.float64))
-  factor = tf.minimum(tf.constant(1.0, tf.float64),
-                      l2_clip / tf.maximum(norm, 1e-300))
-  return tf.cast(tf.cast(flat, tf.float64) * factor, tf.float32)
-
-
-def _flat_sizes(value_type):
-  specs = tff.types.type_to_tf_tensor_specs(value_type)
-  return [int(np.prod(s.shape.as_list(), dtype=np.int64))
-          for s in tf.nest.flatten(specs)]
+# TFF's adapter behind `tff.aggregators.as_weighted_aggregator` (what
+# `build_unweighted_fed_avg` wraps its model aggregator in): it drops the
+# weights. Its class is private, so it is taken from the public function.
+_WEIGHTS_IGNORED = type(tff.aggregators.as_weighted_aggregator(
+    tff.aggregators.SumFactory()))
 
 
 def _check_value_type(value_type):

@@ -1,0 +1,227 @@
+"""Tests for tff_dprec.learning."""
+
+import collections
+
+from absl.testing import parameterized
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tff_dprec import accounting
+from tff_dprec import aggregators
+from tff_dprec import history
+from tff_dprec import learning
+from tff_dprec.aggregators import dp_rec
+
+_INPUT_SPEC = (tf.TensorSpec([None, 3], tf.float32),
+               tf.TensorSpec([None, 1], tf.float32))
+
+
+def _model_fn():
+  # Four trainable tensors: kernels (3, 4) and (4, 1), biases (4,) and (1,).
+  keras_model = tf.keras.Sequential([
+      tf.keras.layers.InputLayer(input_shape=(3,)),
+      tf.keras.layers.Dense(4, activation='relu'),
+      tf.keras.layers.Dense(1)])
+  return tff.learning.models.from_keras_model(
+      keras_model, input_spec=_INPUT_SPEC,
+      loss=tf.keras.losses.MeanSquaredError())
+
+
+def _client_data(seed):
+  rng = np.random.default_rng(seed)
+  x = rng.normal(size=(8, 3)).astype(np.float32)
+  y = x.sum(axis=1, keepdims=True)
+  return tf.data.Dataset.from_tensor_slices((x, y)).batch(4)
+
+
+def _sgd():
+  return tff.learning.optimizers.build_sgdm(0.1)
+
+
+_WEIGHTED_MISUSE = 'in the clear.*build_unweighted_fed_avg.*dp_rec_aggregator'
+
+
+class AggregatorTest(tf.test.TestCase, parameterized.TestCase):
+  """Construction, types and accounting: no round is run."""
+
+  def test_is_an_unweighted_mean_over_the_dp_rec_sum(self):
+    aggregator = learning.dp_rec_aggregator(0.1, 0.3, bits=5, grouping=2)
+    self.assertIsInstance(aggregator, tff.aggregators.UnweightedMeanFactory)
+    self.assertIsInstance(aggregator.sum_factory, dp_rec.DPRecSumFactory)
+    self.assertEqual(aggregator.sum_factory.bits, 5)
+    self.assertEqual(aggregator.sum_factory.grouping, 2)
+    self.assertAlmostEqual(aggregator.sum_factory.clip_ratio, 3.0)
+
+  def test_old_import_paths(self):
+    self.assertIsInstance(dp_rec.dp_rec_aggregator(0.1, 1.0),
+                          learning.DPRecMeanFactory)
+    self.assertIsInstance(aggregators.dp_rec_aggregator(0.1, 1.0),
+                          learning.DPRecMeanFactory)
+    self.assertTrue(callable(dp_rec.no_client_metrics(None)))
+
+  def test_rejects_a_sum_that_is_not_dp_rec(self):
+    with self.assertRaisesRegex(TypeError, 'sum_factory'):
+      learning.DPRecMeanFactory(tff.aggregators.SumFactory())
+
+  @parameterized.named_parameters(
+      ('tensor', 'tensor', 4), ('network', 'network', 1),
+      # 12 + 4 + 4 + 1 elements in groups of at most 3: 4 + 2 + 2 + 1.
+      ('int', 3, 9))
+  def test_layout_counts_the_models_groups(self, grouping, num_groups):
+    aggregator = learning.dp_rec_aggregator(0.1, 0.2, bits=6,
+                                            grouping=grouping)
+    layout = aggregator.layout(_model_fn)
+    self.assertEqual(layout.num_groups, num_groups)
+    self.assertEqual(layout.message_bits, 64 + 6 * num_groups)
+    trainable = tff.learning.models.weights_type_from_model(
+        _model_fn).trainable
+    self.assertEqual(aggregator.layout(trainable), layout)
+    self.assertEqual(
+        learning.message_layout(_model_fn, bits=6, grouping=grouping),
+        layout)
+    self.assertEqual(aggregator.sum_factory.num_groups(trainable),
+                     num_groups)
+
+  def test_dp_event_and_epsilon_in_one_call(self):
+    aggregator = learning.dp_rec_aggregator(0.05, 0.06, bits=4)
+    layout = aggregator.layout(_model_fn)
+    self.assertEqual(
+        aggregator.dp_event(_model_fn),
+        accounting.DpRecEvent(clip_ratio=1.2, bits=4, num_groups=4))
+    common = dict(population=1000, clients_per_round=10, rounds=20,
+                  delta=1e-5)
+    self.assertEqual(
+        aggregator.epsilon(_model_fn, **common),
+        accounting.dp_rec_epsilon(clip_ratio=0.06 / 0.05, bits=layout.bits,
+                                  num_groups=layout.num_groups, **common))
+
+  def test_compression_only_has_no_epsilon(self):
+    aggregator = learning.dp_rec_aggregator(0.05, None)
+    with self.assertRaisesRegex(ValueError, 'no privacy'):
+      aggregator.epsilon(_model_fn, population=10, clients_per_round=1,
+                         rounds=1, delta=1e-5)
+
+  def test_learning_process_types(self):
+    process = tff.learning.algorithms.build_unweighted_fed_avg(
+        _model_fn, client_optimizer_fn=_sgd(),
+        model_aggregator=learning.dp_rec_aggregator(0.1, 0.3, bits=5),
+        metrics_aggregator=learning.no_client_metrics)
+    metrics = process.next.type_signature.result.metrics.member
+    tff.test.assert_types_equivalent(
+        metrics.aggregator.mean_value,
+        tff.to_type(collections.OrderedDict(
+            upload_bits=np.int64, num_messages=np.int32,
+            rejected_messages=np.int32)))
+    # No client training metric leaves the clients.
+    self.assertEmpty(metrics.client_work.train)
+
+
+class WeightedUseTest(tf.test.TestCase):
+  """Weighted or sum-as-mean use fails, saying what to use."""
+
+  def test_mean_factory_around_the_sum_is_refused(self):
+    factory = tff.aggregators.MeanFactory(
+        dp_rec.DPRecSumFactory(noise_stddev=0.1, l2_clip=1.0))
+    value_type = tff.TensorType(np.float32, [3])
+    with self.assertRaisesRegex(TypeError, _WEIGHTED_MISUSE):
+      factory.create(value_type, tff.TensorType(np.float32))
+
+  def test_weighted_fed_avg_with_mean_factory_is_refused(self):
+    with self.assertRaisesRegex(TypeError, _WEIGHTED_MISUSE):
+      tff.learning.algorithms.build_weighted_fed_avg(
+          _model_fn, client_optimizer_fn=_sgd(),
+          model_aggregator=tff.aggregators.MeanFactory(
+              dp_rec.DPRecSumFactory(noise_stddev=0.1, l2_clip=1.0)))
+
+  def test_mean_factory_around_the_mean_is_refused(self):
+    factory = tff.aggregators.MeanFactory(
+        learning.dp_rec_aggregator(0.1, 1.0))
+    with self.assertRaisesRegex(TypeError, _WEIGHTED_MISUSE):
+      factory.create(tff.TensorType(np.float32, [3]),
+                     tff.TensorType(np.float32))
+
+  def test_weighted_fed_avg_with_the_mean_is_refused_by_tff(self):
+    # TFF type-checks the factory before any DP-REC code runs.
+    with self.assertRaisesRegex(TypeError, 'WeightedAggregationFactory'):
+      tff.learning.algorithms.build_weighted_fed_avg(
+          _model_fn, client_optimizer_fn=_sgd(),
+          model_aggregator=learning.dp_rec_aggregator(0.1, 1.0))
+
+  def test_sum_as_model_aggregator_is_refused(self):
+    with self.assertRaisesRegex(
+        TypeError, 'sums the client updates.*dp_rec_aggregator'):
+      tff.learning.algorithms.build_unweighted_fed_avg(
+          _model_fn, client_optimizer_fn=_sgd(),
+          model_aggregator=dp_rec.DPRecSumFactory(noise_stddev=0.1,
+                                                  l2_clip=1.0))
+
+  def test_unweighted_means_around_the_sum_still_work(self):
+    value_type = tff.TensorType(np.float32, [3])
+    sum_factory = dp_rec.DPRecSumFactory(noise_stddev=0.1, l2_clip=1.0)
+    tff.aggregators.UnweightedMeanFactory(sum_factory).create(value_type)
+    tff.aggregators.as_weighted_aggregator(
+        learning.DPRecMeanFactory(sum_factory)).create(
+            value_type, tff.TensorType(np.float32))
+
+
+class HistoryArgumentsTest(tf.test.TestCase):
+
+  def test_start_history_argument_errors(self):
+    with self.assertRaisesRegex(TypeError, 'aggregator'):
+      learning.start_history(
+          None, aggregator=tff.aggregators.UnweightedMeanFactory(),
+          model_fn=_model_fn, initial_seed=1)
+    with self.assertRaisesRegex(ValueError, 'record_messages=True'):
+      learning.start_history(
+          None, aggregator=learning.dp_rec_aggregator(0.1, 1.0),
+          model_fn=_model_fn, initial_seed=1)
+
+  def test_round_messages_without_messages(self):
+    with self.assertRaisesRegex(ValueError, 'record_messages=True'):
+      learning.round_messages(collections.OrderedDict(
+          aggregator=collections.OrderedDict(
+              mean_value=collections.OrderedDict(num_messages=3))))
+
+
+class ExecutionTest(tf.test.TestCase):
+  """Rounds of a learning process with history downlinks."""
+
+  def test_history_downlink_replays_bit_for_bit(self):
+    aggregator = learning.dp_rec_aggregator(0.05, 0.2, bits=4,
+                                            record_messages=True)
+    server_optimizer = tff.learning.optimizers.build_sgdm(1.0)
+    process = tff.learning.algorithms.build_unweighted_fed_avg(
+        _model_fn, client_optimizer_fn=_sgd(),
+        server_optimizer_fn=server_optimizer, model_aggregator=aggregator,
+        metrics_aggregator=learning.no_client_metrics)
+    state, server = learning.start_history(
+        process, aggregator=aggregator, model_fn=_model_fn, initial_seed=7)
+    seeded = history.seeded_model_weights(_model_fn, 7)
+    for a, b in zip(process.get_model_weights(state).trainable,
+                    seeded.trainable):
+      self.assertAllEqual(a, b)
+    self.assertEqual(server.initial_seed, 7)
+    data = [_client_data(i) for i in range(3)]
+    for t in range(2):
+      for client in (0, 1):
+        server.downlink(client, t)
+      output = process.next(state, data[:2])
+      state = output.state
+      messages = learning.round_messages(output)
+      self.assertEqual(messages.shape, (2, 1 + 4))
+      server.record_round(t, messages)
+    # A first-time client rebuilds the round-2 model from R' and 2 rounds.
+    downlink = server.downlink(2, 2)
+    self.assertEqual(downlink.kind, history.HISTORY)
+    replay = history.ClientReplay(model_fn=_model_fn,
+                                  factory=aggregator.sum_factory,
+                                  server_optimizer=server_optimizer)
+    replayed = replay.receive(None, downlink, server.messages(downlink))
+    for a, b in zip(replayed.weights.trainable,
+                    process.get_model_weights(state).trainable):
+      self.assertEqual(np.asarray(a).tobytes(), np.asarray(b).tobytes())
+
+
+if __name__ == '__main__':
+  tf.test.main()
