@@ -54,6 +54,10 @@ class AggregatorPlan:
   rec_sum: Any = None
   # Which accounting produces epsilon (None for non-private aggregators).
   accounting: Optional[str] = None
+  # Epsilon of one participation against the server, which knows who took
+  # part (DP-REC only; None where the server sees the update unprotected or
+  # only a noisy sum).
+  local_epsilon: Optional[float] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,7 +126,7 @@ def _build_rec(spec, s):
   params = dict(noise_stddev=s.noise_stddev, bits=s.bits,
                 grouping=s.grouping, num_groups=num_groups,
                 total_bits=s.bits * num_groups)
-  clip, epsilon_after, label = None, None, None
+  clip, epsilon_after, label, local_epsilon = None, None, None, None
   if spec.private:
     message = dict(bits=s.bits, num_groups=num_groups,
                    accounting=s.accounting)
@@ -133,6 +137,8 @@ def _build_rec(spec, s):
     params = dict(params, clip_ratio=c, l2_clip=clip,
                   accounting=s.accounting)
     label = f'dp_rec_{s.accounting}'
+    local_epsilon = accounting.dp_rec_local_epsilon(
+        clip_ratio=c, delta=s.delta, bits=s.bits, num_groups=num_groups)
 
     def epsilon_after(r, c=c):
       if r == 0:
@@ -151,7 +157,8 @@ def _build_rec(spec, s):
       sample_with_replacement=spec.sample_with_replacement, params=params,
       upload_bits_per_client=probe.message_bits(s.value_type),
       download_bits_per_client=_full_model_bits(s.value_type),
-      epsilon_after=epsilon_after, rec_sum=rec_sum, accounting=label)
+      epsilon_after=epsilon_after, rec_sum=rec_sum, accounting=label,
+      local_epsilon=local_epsilon)
 
 
 def _build_dp_fedavg(spec, s):

@@ -63,6 +63,7 @@ class RunRecord:
   delta: float
   target_epsilon: float
   accounting: Optional[str]
+  local_epsilon_per_participation: Optional[float]
   rounds: int
   clients_per_round: int
   population: int

@@ -25,19 +25,23 @@ def markdown_table(records: Sequence[dict]) -> str:
       f"**{first['task']}** ({first['data_source']} data), "
       f"delta = {first['delta']:.3g}",
       '',
-      f'| aggregator | {label} (%) | epsilon | accounting | rounds | '
-      'downlink | upload GB | download GB | total GB | s/round |',
-      '|---|---|---|---|---|---|---|---|---|---|',
+      f'| aggregator | {label} (%) | epsilon | local eps | accounting | '
+      'rounds | downlink | upload GB | download GB | total GB | s/round |',
+      '|---|---|---|---|---|---|---|---|---|---|---|',
   ]
   for r in records:
     eps = '-' if r['epsilon'] is None else f"{r['epsilon']:.3f}"
     lines.append(
         f"| {r['aggregator']} | {100 * r['final_metric']:.2f} | {eps} | "
-        f"{r.get('accounting') or '-'} | {r['rounds']} | {r.get('downlink', 'full')} | "
+        f"{_local(r)} | {r.get('accounting') or '-'} | {r['rounds']} | {r.get('downlink', 'full')} | "
         f"{r['upload_bits_total'] / GIGABYTE_BITS:.4g} | "
         f"{r['download_bits_total'] / GIGABYTE_BITS:.4g} | "
         f"{(r['upload_bits_total'] + r['download_bits_total']) / GIGABYTE_BITS:.4g}"
         f" | {r['seconds_per_round']:.2f} |")
+  lines.append('')
+  lines.append('epsilon: against observers who do not know who was sampled '
+               '(amplified). local eps: one participation against the '
+               'server (DP-REC; docs/PRIVACY.md).')
   ratios = communication_ratios(records)
   if ratios:
     lines.append('')
@@ -45,6 +49,11 @@ def markdown_table(records: Sequence[dict]) -> str:
                  'dp_fedavg: ' + ', '.join(
                      f'{name} {ratio:.3g}x less' for name, ratio in ratios))
   return '\n'.join(lines) + '\n'
+
+
+def _local(record) -> str:
+  local = record.get('local_epsilon_per_participation')
+  return '-' if local is None else f'{local:.3f}'
 
 
 def communication_ratios(records: Sequence[dict],

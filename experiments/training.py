@@ -416,6 +416,7 @@ def _final_record(run_, progress, state) -> dict:
       final_metric=final_metric, final_metrics=final,
       epsilon=progress.epsilon, delta=config.delta,
       target_epsilon=config.target_epsilon, accounting=plan.accounting,
+      local_epsilon_per_participation=plan.local_epsilon,
       rounds=progress.completed, clients_per_round=config.clients_per_round,
       population=task.population,
       sampling=('with replacement' if plan.sample_with_replacement else
