@@ -194,5 +194,14 @@ def main(argv):
     _fail(e)
 
 
+def _parse_flags(argv):
+  """absl's parser, with one line and exit code 2 for a bad flag."""
+  try:
+    return flags.FLAGS(argv)
+  except flags.Error as e:
+    print(f'error: {e}', file=sys.stderr)
+    sys.exit(2)
+
+
 if __name__ == '__main__':
-  app.run(main)
+  app.run(main, flags_parser=_parse_flags)

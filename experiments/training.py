@@ -299,8 +299,10 @@ def _resume(run_, state):
   """Restores the newest checkpoint and reconciles it with the ledger."""
   progress = records.RunProgress(
       rng_state=np.random.default_rng(run_.config.seed).bit_generator.state)
-  entry = run_.ledger.read() if run_.config.resume else None
+  # Checkpoints first: foreign ones are set aside and named before the
+  # ledger (of that foreign run too) is refused.
   loaded = run_.checkpointer.load_latest(state) if run_.config.resume else None
+  entry = run_.ledger.read() if run_.config.resume else None
   if loaded is not None:
     completed, state, driver = loaded
     progress = records.RunProgress.from_driver(completed, driver)
@@ -317,7 +319,9 @@ def _resume(run_, state):
       checkpoint_lost=progress.lost_rounds,
       checkpoint_upload_bits=progress.upload_bits,
       checkpoint_download_bits=progress.download_bits,
-      any_checkpoints=run_.checkpointer.has_checkpoints())
+      # --noresume starts over on purpose (its old ledger is archived).
+      any_checkpoints=(run_.config.resume and
+                       run_.checkpointer.has_checkpoints()))
   if reconciled.unrecorded_rounds:
     if run_.config.insecure_test_seed is None:
       progress.lost_rounds += reconciled.unrecorded_rounds

@@ -627,8 +627,18 @@ class ResumeTest(tf.test.TestCase):
     killed = _run_cli(args, {training.TEST_KILL_ENV: 'fedavg:2:saved'})
     self.assertEqual(killed.returncode, -signal.SIGKILL)
     other = _run_cli(args[:2] + ['--rounds=4'] + args[3:])
-    self.assertNotEqual(other.returncode, 0)
+    self.assertEqual(other.returncode, 2)
     self.assertIn('another configuration', other.stderr)
+    # The foreign checkpoints are set aside and named, not left blocking.
+    checkpoint_dir = os.path.join(output_dir, 'digits', 'fedavg',
+                                  'checkpoints')
+    aside = [n for n in os.listdir(checkpoint_dir) if '.foreign' in n]
+    self.assertNotEmpty(aside)
+    self.assertIn(aside[0], other.stderr)
+    # Its ledger is foreign too: refused, never reset.
+    again = _run_cli(args[:2] + ['--rounds=4'] + args[3:])
+    self.assertEqual(again.returncode, 2)
+    self.assertIn('--noresume', again.stderr)
     fresh = _run_cli(args[:2] + ['--rounds=4', '--noresume'] + args[3:])
     self.assertEqual(fresh.returncode, 0, fresh.stderr[-3000:])
     self.assertEqual(_summary(output_dir)['fedavg']['rounds'], 4)
@@ -686,14 +696,26 @@ class CliTest(parameterized.TestCase):
        'verify_replay_clients'),
       ('missing_real_data', ['--task=mnist', '--data_dir=/nonexistent'],
        'mnist.npz'),
+      ('duplicate_aggregators', ['--aggregators=dp_rec,fedavg,dp_rec'],
+       'more than once'),
+      ('unknown_flag', ['--epsilon=1'], 'epsilon'),
+      ('output_is_a_file', ['--task=digits', '--output_dir=/etc/hostname'],
+       'cannot be used'),
+      ('output_unwritable', ['--task=digits', '--output_dir=/proc/out'],
+       'cannot be used'),
   )
   def test_bad_flags(self, flags, message):
+    # Issue 14: one line on stderr, exit code 2, no traceback, no help dump.
+    data_dir = self.create_tempdir().full_path
     result = subprocess.run(
-        [sys.executable, '-m', 'experiments.run', '--noprogress'] + flags,
+        [sys.executable, '-m', 'experiments.run', '--noprogress',
+         f'--data_dir={data_dir}'] + flags,
         cwd=_REPO, capture_output=True, text=True, timeout=300)
-    self.assertNotEqual(result.returncode, 0)
-    self.assertIn(message, result.stderr + result.stdout)
-
+    self.assertEqual(result.returncode, 2, result.stderr[-2000:])
+    self.assertIn(message, result.stderr)
+    self.assertNotIn('Traceback', result.stderr)
+    errors = [l for l in result.stderr.splitlines() if l.startswith('error')]
+    self.assertLen(errors, 1)
 
 if __name__ == '__main__':
   tf.test.main()
