@@ -54,7 +54,7 @@ _X_WEIGHTS = np.exp(-_X**2 / 2.0) / math.sqrt(2.0 * math.pi) * (_X[1] - _X[0])
 _U = np.linspace(-40.0, 25.0, 1301)
 # Split grid for the forward bound: ratio between consecutive r values, and
 # the smallest r considered, as a fraction of r / num_groups.
-_SPLIT_RATIO = 1.08
+_SPLIT_RATIO = 1.15
 _SPLIT_FLOOR = 1e-3
 
 
@@ -225,7 +225,7 @@ def _message_rdp(clip_ratio, bits, num_groups, orders):
     grid = [_SPLIT_RATIO**j for j in range(low, high)]
     grid = np.asarray([t for t in grid if t < r] + [r])
     na = a[numeric]
-    psi = np.stack([_psi(float(t), bits, na) for t in grid])
+    psi = np.stack([_psi_cached(float(t), bits, tuple(na)) for t in grid])
     if len(grid) > 1:
       rho = np.max(psi[1:] / grid[:-1, None], axis=0)
     else:
@@ -263,6 +263,12 @@ def _log_laplace_k(r, bits):
   em1 = np.expm1(-s * w) @ _X_WEIGHTS
   em1 = np.maximum(em1, -1.0 + 1e-300)
   return k * np.log1p(em1)
+
+
+@functools.lru_cache(maxsize=65536)
+def _psi_cached(r, bits, orders):
+  """`_psi` for a tuple of orders; the split grid's lattice points recur."""
+  return _psi(r, bits, np.asarray(orders, np.float64))
 
 
 def _psi(r, bits, orders):
