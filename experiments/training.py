@@ -356,7 +356,8 @@ def _within_budget(run_, progress, round_num) -> bool:
 def _run_round(run_, progress, state, round_num):
   """Samples, records the ledger, runs one round; returns (state, row)."""
   config, plan = run_.config, run_.plan
-  rng = np.random.default_rng()
+  # The state is restored next; the seed only avoids drawing OS entropy.
+  rng = np.random.default_rng(0)
   rng.bit_generator.state = progress.rng_state
   ids = rng.choice(np.array(run_.task.train_client_ids),
                    size=config.clients_per_round,
