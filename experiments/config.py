@@ -32,8 +32,10 @@ class RunConfig:
   target_epsilon: float = 1.0
   delta: Optional[float] = None
   seed: int = 0
+  # Seeds seed, seed + 1, ..., seed + num_seeds - 1, one run each.
+  num_seeds: int = 1
   eval_every: Optional[int] = None
-  eval_examples: int = 2000
+  eval_examples: Optional[int] = None  # None: the whole test set.
   client_lr: Optional[float] = None
   server_lr: Optional[float] = None
   progress: bool = True
@@ -61,8 +63,9 @@ class RunConfig:
                        f'once: {",".join(self.aggregators)}.')
     for name in ('rounds', 'clients_per_round', 'bits', 'eval_every'):
       _check_int(getattr(self, name), name, minimum=1, optional=True)
-    _check_int(self.eval_examples, 'eval_examples', minimum=1)
+    _check_int(self.eval_examples, 'eval_examples', minimum=1, optional=True)
     _check_int(self.seed, 'seed', minimum=None)
+    _check_int(self.num_seeds, 'num_seeds', minimum=1)
     _check_int(self.verify_clients, 'verify_clients', minimum=0)
     _check_int(self.workers, 'workers', minimum=0)
     _check_int(self.insecure_test_seed, 'insecure_test_seed', minimum=None,
@@ -129,6 +132,10 @@ class RunConfig:
     if private and d.private_server_lr:
       return d.private_server_lr
     return d.server_lr
+
+  @property
+  def seeds(self) -> tuple:
+    return tuple(range(self.seed, self.seed + self.num_seeds))
 
   def uses_history(self, name: str) -> bool:
     return self.downlink != 'full' and plans.get(name).supports_history

@@ -43,7 +43,7 @@ class RunProgress:
     return cls(completed=completed, rng_state=driver['rng'],
                upload_bits=upload, download_bits=download,
                round_times=list(driver['round_times']),
-               curve=[tuple(p) for p in driver['curve']],
+               curve=[dict(p) for p in driver['curve']],
                last_metric=driver['last_metric'],
                lost_rounds=driver['lost_rounds'],
                history_state=driver.get('history'))
@@ -80,6 +80,7 @@ class RunRecord:
   downlink: str
   lost_rounds: int
   insecure_test_mode: bool
+  seed: int = 0
   extra: dict = dataclasses.field(default_factory=dict)
 
   def to_dict(self) -> dict:

@@ -1,10 +1,42 @@
-"""Summary files, a Markdown table like the paper's Table 1, and plots."""
+"""Summary files, a Markdown table like the paper's Table 1, and plots.
 
+Every aggregator may have been run with several seeds. `records` holds one
+dict per (aggregator, seed) run; `curves` maps each aggregator to one list of
+evaluation points per seed (see `write_curves`). Tables report the mean over
+seeds with its standard error; plots draw the mean with a +-1 standard error
+band, in the style of the DP-REC paper's Figure 1.
+"""
+
+import csv
 import json
+import math
 import os
-from typing import Sequence
+import statistics
+from typing import Callable, Optional, Sequence
 
 GIGABYTE_BITS = 8e9
+
+FREQUENT_TAGS_LABEL = 'frequent tags (5 most frequent)'
+INITIAL_MODEL_LABEL = 'initial model'
+REFERENCE = 'dp_fedavg'
+
+# Columns of table.csv, in order (the keys of `summarize`'s rows).
+SUMMARY_COLUMNS = (
+    'aggregator', 'n_seeds', 'seeds', 'metric_mean', 'metric_se', 'epsilon',
+    'local_epsilon_per_participation', 'accounting', 'rounds', 'downlink',
+    'upload_gb', 'download_gb', 'total_gb', 'seconds_per_round')
+CURVE_COLUMNS = ('aggregator', 'seed', 'round', 'metric', 'epsilon',
+                 'upload_bits', 'download_bits')
+
+_FIGSIZE = (5.5, 4)
+_DPI = 120
+# Each aggregator keeps its colour and marker in all plots, so that lines stay
+# apart in greyscale; at most this many markers per line.
+_MARKERS = ('o', 's', '^', 'D', 'v', 'P', 'X', '*')
+_MAX_MARKERS = 30
+# Private aggregators calibrated to one target epsilon draw the same epsilon
+# curve: line styles let the lower ones show through.
+_LINESTYLES = ('-', '--', '-.', ':')
 
 
 def write_summary(output_dir: str, records: Sequence[dict]) -> str:
@@ -15,29 +47,98 @@ def write_summary(output_dir: str, records: Sequence[dict]) -> str:
   return path
 
 
-def markdown_table(records: Sequence[dict]) -> str:
-  """One row per aggregator: metric, epsilon, communication (GB), time."""
+def summarize(records: Sequence[dict]) -> list[dict]:
+  """One row per aggregator (first-appearance order), aggregated over seeds.
+
+  The metric is summarized by its mean over the n seeds and the standard
+  error of that mean, SE = s / sqrt(n) with s the sample standard deviation
+  (ddof = 1); SE is None for a single seed. epsilon and the local epsilon are
+  the largest over seeds (None when non-private), rounds the fewest, and
+  communication (GB = 8e9 bits) and seconds per round the mean.
+
+  Args:
+    records: One dict per (aggregator, seed) run, with keys 'aggregator',
+      'seed', 'final_metric', 'epsilon', 'local_epsilon_per_participation',
+      'accounting', 'rounds', 'downlink', 'upload_bits_total',
+      'download_bits_total' and 'seconds_per_round'.
+
+  Returns:
+    A list of dicts keyed by `SUMMARY_COLUMNS`.
+  """
+  rows = []
+  for name, runs in _group(records).items():
+    mean, se = _mean_se([r['final_metric'] for r in runs])
+    upload = statistics.fmean(r['upload_bits_total'] for r in runs)
+    download = statistics.fmean(r['download_bits_total'] for r in runs)
+    rows.append(dict(
+        aggregator=name,
+        n_seeds=len(runs),
+        seeds=[r.get('seed') for r in runs],
+        metric_mean=mean,
+        metric_se=se,
+        epsilon=_max_or_none(r.get('epsilon') for r in runs),
+        local_epsilon_per_participation=_max_or_none(
+            r.get('local_epsilon_per_participation') for r in runs),
+        accounting=_joined(r.get('accounting') for r in runs),
+        rounds=min(r['rounds'] for r in runs),
+        downlink=_joined(r.get('downlink', 'full') for r in runs),
+        upload_gb=upload / GIGABYTE_BITS,
+        download_gb=download / GIGABYTE_BITS,
+        total_gb=(upload + download) / GIGABYTE_BITS,
+        seconds_per_round=statistics.fmean(
+            r['seconds_per_round'] for r in runs),
+    ))
+  return rows
+
+
+def markdown_table(records: Sequence[dict],
+                   context: Optional[dict] = None) -> str:
+  """A Markdown table: one row per aggregator, mean +- SE over seeds.
+
+  Args:
+    records: One dict per (aggregator, seed) run (see `summarize`).
+    context: Optional reference points on the same test set:
+      'initial_metric' (the untrained model), 'frequent_tags' (always
+      predicting the 5 most frequent tags), 'split' (e.g. 'test') and
+      'wall_seconds'. Baselines become extra rows with only the metric.
+
+  Returns:
+    The table and its explanatory lines, ending in a newline.
+  """
   if not records:
     return '(no results)\n'
+  context = context or {}
   first = records[0]
   label = first.get('metric_label', 'metric')
+  rows = summarize(records)
+  counts = sorted({row['n_seeds'] for row in rows})
+  seeds = (str(counts[0]) if len(counts) == 1
+           else f'{counts[0]}-{counts[-1]}')
+  split = f", {context['split']} split" if context.get('split') else ''
   lines = [
-      f"**{first['task']}** ({first['data_source']} data), "
-      f"delta = {first['delta']:.3g}",
+      f"**{first['task']}** ({first['data_source']} data{split}), "
+      f"delta = {first['delta']:.3g}, {seeds} "
+      f"seed{'' if counts == [1] else 's'} per aggregator",
       '',
       f'| aggregator | {label} (%) | epsilon | local eps | accounting | '
       'rounds | downlink | upload GB | download GB | total GB | s/round |',
       '|---|---|---|---|---|---|---|---|---|---|---|',
   ]
-  for r in records:
-    eps = '-' if r['epsilon'] is None else f"{r['epsilon']:.3f}"
+  for row in rows:
     lines.append(
-        f"| {r['aggregator']} | {100 * r['final_metric']:.2f} | {eps} | "
-        f"{_local(r)} | {r.get('accounting') or '-'} | {r['rounds']} | {r.get('downlink', 'full')} | "
-        f"{r['upload_bits_total'] / GIGABYTE_BITS:.4g} | "
-        f"{r['download_bits_total'] / GIGABYTE_BITS:.4g} | "
-        f"{(r['upload_bits_total'] + r['download_bits_total']) / GIGABYTE_BITS:.4g}"
-        f" | {r['seconds_per_round']:.2f} |")
+        f"| {row['aggregator']} | {_metric_cell(row)} | "
+        f"{_number(row['epsilon'])} | "
+        f"{_number(row['local_epsilon_per_participation'])} | "
+        f"{row['accounting'] or '-'} | {row['rounds']} | "
+        f"{row['downlink'] or 'full'} | {row['upload_gb']:.4g} | "
+        f"{row['download_gb']:.4g} | {row['total_gb']:.4g} | "
+        f"{row['seconds_per_round']:.2f} |")
+  for name, value in _baselines(context):
+    lines.append(f'| {name} | {100 * value:.2f} |' + ' - |' * 9)
+  lines.append('')
+  lines.append(f'{label}: mean ± standard error over seeds (sample standard '
+               'deviation / sqrt(n)); communication and s/round are means '
+               'over seeds, epsilon the largest.')
   lines.append('')
   lines.append('epsilon: against observers who do not know who was sampled '
                '(amplified). local eps: one participation against the '
@@ -46,26 +147,35 @@ def markdown_table(records: Sequence[dict]) -> str:
   if ratios:
     lines.append('')
     lines.append('Total communication per client-round, relative to '
-                 'dp_fedavg: ' + ', '.join(
+                 f'{REFERENCE}: ' + ', '.join(
                      f'{name} {ratio:.3g}x less' for name, ratio in ratios))
+  differences = _difference_lines(rows, context)
+  if differences:
+    lines.append('')
+    lines.append('Differences in points of the private aggregators (± '
+                 'standard error of the difference, sqrt(se1^2 + se2^2); '
+                 'the frequent-tags baseline is exact):')
+    lines.extend(differences)
+  if context.get('wall_seconds') is not None:
+    lines.append('')
+    lines.append(f"Wall time {context['wall_seconds']:.0f} s.")
   return '\n'.join(lines) + '\n'
 
 
-def _local(record) -> str:
-  local = record.get('local_epsilon_per_participation')
-  return '-' if local is None else f'{local:.3f}'
-
-
 def communication_ratios(records: Sequence[dict],
-                         reference: str = 'dp_fedavg') -> list:
+                         reference: str = REFERENCE) -> list:
   """(aggregator, ratio) of the reference's total bits per client-round to
-  each other aggregator's; empty without the reference."""
+  each other aggregator's; empty without the reference.
+
+  Bits per client-round are averaged over each aggregator's seeds first.
+  """
   per_client = {}
-  for r in records:
-    slots = r['rounds'] * r['clients_per_round']
-    if slots:
-      per_client[r['aggregator']] = (
-          (r['upload_bits_total'] + r['download_bits_total']) / slots)
+  for name, runs in _group(records).items():
+    bits = [(r['upload_bits_total'] + r['download_bits_total'])
+            / (r['rounds'] * r['clients_per_round'])
+            for r in runs if r['rounds'] * r['clients_per_round']]
+    if bits:
+      per_client[name] = statistics.fmean(bits)
   if reference not in per_client:
     return []
   return [(name, per_client[reference] / bits)
@@ -73,58 +183,265 @@ def communication_ratios(records: Sequence[dict],
           if name != reference and bits > 0]
 
 
-def write_table(output_dir: str, records: Sequence[dict]) -> str:
+def write_table(output_dir: str, records: Sequence[dict],
+                context: Optional[dict] = None) -> str:
+  """Writes table.md (`markdown_table`) and table.csv (`summarize`'s rows).
+
+  Args:
+    output_dir: An existing directory.
+    records: One dict per (aggregator, seed) run.
+    context: Optional baselines, see `markdown_table`.
+
+  Returns:
+    The path of table.md.
+  """
   path = os.path.join(output_dir, 'table.md')
   with open(path, 'w') as f:
-    f.write(markdown_table(records))
+    f.write(markdown_table(records, context))
+  with open(os.path.join(output_dir, 'table.csv'), 'w', newline='') as f:
+    writer = csv.DictWriter(f, fieldnames=SUMMARY_COLUMNS)
+    writer.writeheader()
+    for row in summarize(records):
+      writer.writerow({
+          k: (' '.join(str(s) for s in v) if k == 'seeds'
+              else '' if v is None else v) for k, v in row.items()})
   return path
 
 
-def write_plots(output_dir: str, records: Sequence[dict],
-                curves: dict) -> list[str]:
-  """Final metric vs total communication (log x); metric vs epsilon."""
+def write_curves(output_dir: str, curves: dict,
+                 records: Optional[Sequence[dict]] = None) -> str:
+  """Writes curves.csv: every evaluation point behind the plots.
+
+  Args:
+    output_dir: An existing directory.
+    curves: Aggregator -> one list per seed of points {'round', 'metric',
+      'epsilon', 'upload_bits', 'download_bits'} (bits cumulative over all
+      clients up to and including the round; epsilon None when non-private).
+    records: Optional; when an aggregator has as many records as seed curves,
+      the 'seed' column takes their seeds in order, else the curve's position.
+
+  Returns:
+    The path of curves.csv (columns `CURVE_COLUMNS`; None written as '').
+  """
+  path = os.path.join(output_dir, 'curves.csv')
+  grouped = _group(records or [])
+  with open(path, 'w', newline='') as f:
+    writer = csv.writer(f)
+    writer.writerow(CURVE_COLUMNS)
+    for name, seed_curves in curves.items():
+      seeds = [r.get('seed') for r in grouped.get(name, [])]
+      if len(seeds) != len(seed_curves) or None in seeds:
+        seeds = list(range(len(seed_curves)))
+      for seed, points in zip(seeds, seed_curves):
+        for p in points:
+          writer.writerow([name, seed] + [
+              '' if p.get(k) is None else p[k] for k in CURVE_COLUMNS[2:]])
+  return path
+
+
+def write_plots(output_dir: str, records: Sequence[dict], curves: dict,
+                context: Optional[dict] = None) -> list[str]:
+  """Writes metric vs round, metric vs communication, epsilon vs round.
+
+  One line per aggregator: the mean over seeds with a shaded +-1 standard
+  error band. A seed that stopped early would make the mean jump where it
+  drops out, so each line covers only the rounds all its seeds evaluated.
+  Baselines from `context` are dashed horizontal lines on the metric plots;
+  the epsilon plot shows the aggregators with an epsilon after round 0.
+
+  Args:
+    output_dir: An existing directory.
+    records: One dict per (aggregator, seed) run (task, metric label and
+      aggregator order come from them).
+    curves: See `write_curves`.
+    context: Optional baselines, see `markdown_table`.
+
+  Returns:
+    The paths of metric_vs_round.png, metric_vs_communication.png and
+    epsilon_vs_round.png; empty without records.
+  """
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use('Agg')
   from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
   if not records:
     return []
+  task = records[0]['task']
   label = records[0].get('metric_label', 'metric')
+  names = list(dict.fromkeys([r['aggregator'] for r in records] +
+                             list(curves)))
+  seed_curves = {n: [c for c in curves.get(n, []) if c] for n in names}
+  baselines = list(_baselines(context or {}))
+  private = [n for n in names if any(
+      p.get('epsilon') is not None and p['round'] > 0
+      for c in seed_curves[n] for p in c)]
+  panels = [
+      ('metric_vs_round.png', f'{task}: {label} vs round', 'round',
+       f'{label} (%)', None, _metric, names),
+      ('metric_vs_communication.png', f'{task}: {label} vs communication',
+       'total communication, upload + download (GB, log scale)',
+       f'{label} (%)', _communication_gb, _metric, names),
+      ('epsilon_vs_round.png', f'{task}: epsilon vs round', 'round',
+       'epsilon spent', None, _epsilon, private),
+  ]
   paths = []
-  fig, ax = plt.subplots(figsize=(5, 3.6))
-  for r in records:
-    total = (r['upload_bits_total'] + r['download_bits_total']) / GIGABYTE_BITS
-    ax.scatter([total], [100 * r['final_metric']], label=r['aggregator'])
-  ax.set_xscale('log')
-  ax.set_xlabel('total communication (GB, log scale)')
-  ax.set_ylabel(f'{label} (%)')
-  ax.set_title(f"{records[0]['task']}: {label} vs communication")
-  ax.legend(fontsize=8)
-  fig.tight_layout()
-  path = os.path.join(output_dir, 'metric_vs_communication.png')
-  fig.savefig(path, dpi=120)
-  plt.close(fig)
-  paths.append(path)
-
-  fig, ax = plt.subplots(figsize=(5, 3.6))
-  plotted = False
-  for name, points in curves.items():
-    points = [(e, m) for e, m in points if e is not None and m is not None]
-    if points:
-      eps, metric = zip(*points)
-      ax.plot(eps, [100 * m for m in metric], marker='o', markersize=3,
-              label=name)
-      plotted = True
-  ax.set_xlabel('epsilon spent')
-  ax.set_ylabel(f'{label} (%)')
-  ax.set_title(f"{records[0]['task']}: {label} vs epsilon")
-  if plotted:
-    ax.legend(fontsize=8)
-  else:
-    ax.text(0.5, 0.5, 'no private aggregator evaluated', ha='center',
-            transform=ax.transAxes)
-  fig.tight_layout()
-  path = os.path.join(output_dir, 'metric_vs_epsilon.png')
-  fig.savefig(path, dpi=120)
-  plt.close(fig)
-  paths.append(path)
+  for filename, title, xlabel, ylabel, x_fn, y_fn, shown in panels:
+    fig, ax = plt.subplots(figsize=_FIGSIZE)
+    is_epsilon = y_fn is _epsilon
+    for name in shown:
+      _draw_line(ax, name, seed_curves[name], x_fn, y_fn, names.index(name),
+                 shown.index(name) if is_epsilon else 0)
+    if not is_epsilon:
+      for (base, value), color in zip(baselines, ('black', '0.5')):
+        ax.axhline(100 * value, linestyle='--', linewidth=1, color=color,
+                   label=base)
+    if x_fn is _communication_gb:
+      ax.set_xscale('log')
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    ax.grid(True, alpha=0.3, which='both' if x_fn else 'major')
+    if ax.get_legend_handles_labels()[0]:
+      ax.legend(fontsize=8)
+    else:
+      ax.text(0.5, 0.5, 'no private aggregator evaluated' if is_epsilon
+              else 'no evaluation points', ha='center', va='center',
+              transform=ax.transAxes)
+    fig.tight_layout()
+    path = os.path.join(output_dir, filename)
+    fig.savefig(path, dpi=_DPI)
+    plt.close(fig)
+    paths.append(path)
   return paths
+
+
+def _group(records: Sequence[dict]) -> dict:
+  """Aggregator -> its records, in first-appearance order."""
+  grouped = {}
+  for r in records:
+    grouped.setdefault(r['aggregator'], []).append(r)
+  return grouped
+
+
+def _mean_se(values: Sequence[float]) -> tuple:
+  """(mean, standard error of the mean), SE None for a single value."""
+  mean = statistics.fmean(values)
+  if len(values) < 2:
+    return mean, None
+  return mean, statistics.stdev(values) / math.sqrt(len(values))
+
+
+def _max_or_none(values) -> Optional[float]:
+  values = [v for v in values if v is not None]
+  return max(values) if values else None
+
+
+def _joined(values) -> Optional[str]:
+  """Distinct non-empty values, in order, joined by '/'; None if none."""
+  distinct = list(dict.fromkeys(v for v in values if v))
+  return '/'.join(str(v) for v in distinct) if distinct else None
+
+
+def _number(value) -> str:
+  return '-' if value is None else f'{value:.3f}'
+
+
+def _metric_cell(row: dict) -> str:
+  if row['metric_se'] is None:
+    return f"{100 * row['metric_mean']:.2f} (1 seed)"
+  return f"{100 * row['metric_mean']:.2f} ± {100 * row['metric_se']:.2f}"
+
+
+def _baselines(context: dict):
+  """(label, metric) of the baselines present in `context`."""
+  for key, name in (('frequent_tags', FREQUENT_TAGS_LABEL),
+                    ('initial_metric', INITIAL_MODEL_LABEL)):
+    if context.get(key) is not None:
+      yield name, context[key]
+
+
+def _difference_lines(rows: Sequence[dict], context: dict) -> list[str]:
+  """One bullet per private aggregator: its lead over the baselines."""
+  references = []
+  if context.get('frequent_tags') is not None:
+    references.append(('frequent tags', context['frequent_tags'], 0.0))
+  reference = next((r for r in rows if r['aggregator'] == REFERENCE), None)
+  if reference is not None:
+    references.append(
+        (REFERENCE, reference['metric_mean'], reference['metric_se']))
+  lines = []
+  for row in rows:
+    if row['epsilon'] is None:
+      continue
+    parts = []
+    for name, mean, se in references:
+      if name == row['aggregator']:
+        continue
+      diff = 100 * (row['metric_mean'] - mean)
+      if se is None or row['metric_se'] is None:
+        parts.append(f'{diff:+.2f} vs {name} (no SE: 1 seed)')
+      else:
+        parts.append(f'{diff:+.2f} ± '
+                     f"{100 * math.hypot(row['metric_se'], se):.2f} "
+                     f'vs {name}')
+    if parts:
+      lines.append(f"- {row['aggregator']}: " + '; '.join(parts))
+  return lines
+
+
+def _series(seed_curves: Sequence[list], y_fn: Callable,
+            x_fn: Optional[Callable] = None) -> list[tuple]:
+  """(x, mean y, SE of y) over seeds, per round that all seeds evaluated.
+
+  Rounds where any seed's y (or x) is None are left out. x is the round, or
+  the mean over seeds of x_fn(point).
+  """
+  if not seed_curves:
+    return []
+  by_round = [{p['round']: p for p in points} for points in seed_curves]
+  shared = sorted(set.intersection(*(set(b) for b in by_round)))
+  series = []
+  for round_num in shared:
+    points = [b[round_num] for b in by_round]
+    ys = [y_fn(p) for p in points]
+    xs = [round_num] * len(points) if x_fn is None else [
+        x_fn(p) for p in points]
+    if None in ys or None in xs:
+      continue
+    mean, se = _mean_se(ys)
+    series.append((statistics.fmean(xs), mean, se or 0.0))
+  return series
+
+
+def _draw_line(ax, name: str, seed_curves: Sequence[list],
+               x_fn: Optional[Callable], y_fn: Callable, style: int,
+               dash: int) -> None:
+  """Draws one aggregator's mean over seeds and its +-1 SE band, if any."""
+  series = _series(seed_curves, y_fn, x_fn)
+  if not series:
+    return
+  x, y, se = (list(v) for v in zip(*series))
+  n = len(seed_curves)
+  # Lines after the first in a stack of equal ones get hollow, larger markers
+  # around the filled ones below.
+  ax.plot(x, y, color=f'C{style % 10}', marker=_MARKERS[style % len(_MARKERS)],
+          markersize=3 + 2 * dash, markerfacecolor='none' if dash else None,
+          markevery=max(1, len(x) // _MAX_MARKERS),
+          linestyle=_LINESTYLES[dash % len(_LINESTYLES)], linewidth=1.4,
+          label=f"{name} ({n} seed{'' if n == 1 else 's'})")
+  if n > 1:
+    ax.fill_between(x, [m - s for m, s in zip(y, se)],
+                    [m + s for m, s in zip(y, se)], color=f'C{style % 10}',
+                    alpha=0.2, linewidth=0)
+
+
+def _metric(point: dict) -> Optional[float]:
+  return None if point.get('metric') is None else 100 * point['metric']
+
+
+def _communication_gb(point: dict) -> Optional[float]:
+  total = (point['upload_bits'] + point['download_bits']) / GIGABYTE_BITS
+  return total if total > 0 else None  # Round 0 cannot go on a log axis.
+
+
+def _epsilon(point: dict) -> Optional[float]:
+  return point.get('epsilon')

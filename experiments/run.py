@@ -38,7 +38,11 @@ _L2_CLIP = flags.DEFINE_float('l2_clip', None,
 _TARGET_EPSILON = flags.DEFINE_float('target_epsilon', 1.0,
                                      'Privacy budget after all rounds.')
 _DELTA = flags.DEFINE_float('delta', None, 'Delta (default N^-1.1).')
-_SEED = flags.DEFINE_integer('seed', 0, 'Seed for client sampling.')
+_SEED = flags.DEFINE_integer(
+    'seed', 0, 'First seed (initial model, client sampling).')
+_NUM_SEEDS = flags.DEFINE_integer(
+    'num_seeds', 3, 'Runs per aggregator, with seeds seed, seed+1, ...; the '
+    'table gives mean +- standard error.')
 _ACCOUNTING = flags.DEFINE_enum(
     'accounting', 'sound', ['sound', 'paper'],
     "DP-REC's privacy accounting: 'sound' (proven, docs/PRIVACY.md) or "
@@ -51,8 +55,9 @@ _OUTPUT_DIR = flags.DEFINE_string('output_dir', 'output',
 _EVAL_EVERY = flags.DEFINE_integer('eval_every', None,
                                    'Evaluate every N rounds (task default).')
 _EVAL_EXAMPLES = flags.DEFINE_integer(
-    'eval_examples', 2000, 'Test examples for intermediate evaluations; the '
-    'final evaluation uses the whole test set.')
+    'eval_examples', None, 'Test examples for intermediate evaluations '
+    '(default: the whole test set); the final evaluation always uses the '
+    'whole test set.')
 _CLIENT_LR = flags.DEFINE_float('client_lr', None, 'Client SGD learning rate.')
 _SERVER_LR = flags.DEFINE_float('server_lr', None, 'Server learning rate.')
 _PROGRESS = flags.DEFINE_bool('progress', True, 'Show a progress bar.')
@@ -148,7 +153,7 @@ def config_from_flags():
           _GROUPING.value),
       noise_stddev=_NOISE_STDDEV.value, l2_clip=_L2_CLIP.value,
       target_epsilon=_TARGET_EPSILON.value, delta=_DELTA.value,
-      seed=_SEED.value, eval_every=_EVAL_EVERY.value,
+      seed=_SEED.value, num_seeds=_NUM_SEEDS.value, eval_every=_EVAL_EVERY.value,
       eval_examples=_EVAL_EXAMPLES.value, client_lr=_CLIENT_LR.value,
       server_lr=_SERVER_LR.value, progress=_PROGRESS.value,
       downlink=_DOWNLINK.value, verify_clients=_VERIFY_CLIENTS.value,

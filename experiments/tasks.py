@@ -15,6 +15,7 @@ import tensorflow_federated as tff
 from tensorflow_federated.python.simulation.baselines.stackoverflow import tag_prediction_tasks
 
 from experiments import config as config_lib
+from experiments import stackoverflow_arrays
 from experiments import stackoverflow_data
 
 TASKS = config_lib.TASKS
@@ -54,6 +55,34 @@ class Task:
   data_source: str  # 'real' or 'embedded'
   data_note: str
   defaults: Defaults
+  # The embedded SO-LR data preprocessed once into arrays
+  # (`stackoverflow_arrays`): {split: SplitArrays}; None elsewhere.
+  arrays: Optional[dict] = None
+  # ids -> preprocessed training datasets when `arrays` are held; else None
+  # and TFF builds them from ids inside the round (`dataset_computation`).
+  client_datasets: Any = None
+  _dense: dict = dataclasses.field(default_factory=dict, repr=False)
+
+  def learning_process(self, process):
+    """`process` fed as `round_input` requires (ids or datasets)."""
+    if self.client_datasets is not None:
+      return process
+    return tff.simulation.compose_dataset_computation_with_learning_process(
+        self.dataset_computation, process)
+
+  def round_input(self, client_ids) -> list:
+    """What `learning_process(...).next` takes for these clients."""
+    if self.client_datasets is not None:
+      return self.client_datasets(client_ids)
+    return [str(i) for i in client_ids]
+
+  def eval_arrays(self, split: str):
+    """(x, y) of a split held as arrays (built once), or None."""
+    if self.arrays is None:
+      return None
+    if split not in self._dense:
+      self._dense[split] = self.arrays[split].all_dense()
+    return self._dense[split]
 
   @property
   def train_client_ids(self) -> list[str]:
@@ -113,6 +142,7 @@ _DEFAULTS = {
 }
 
 # Sizes of the embedded StackOverflow task (vocabulary and tags kept).
+TRAIN_MAX_ELEMENTS = 1000  # SO-LR ClientSpec max_elements, as in TFF's task.
 EMBEDDED_WORD_VOCAB = 1000
 EMBEDDED_TAG_VOCAB = 50
 REAL_WORD_VOCAB = 10000
@@ -150,27 +180,40 @@ def create_task(task_name: str,
       task_name == 'stackoverflow_lr') else {}
   baseline, metric, label, source, note = builder(data_dir, batch, seed,
                                                   **kwargs)
-  return Task(task_name, baseline, metric, label, source, note, task_defaults)
+  arrays, client_datasets = None, None
+  if task_name == 'stackoverflow_lr' and source == 'embedded':
+    arrays = stackoverflow_arrays.load(
+        data_dir, *_vocab(data_dir, EMBEDDED_WORD_VOCAB, EMBEDDED_TAG_VOCAB))
+    client_datasets = stackoverflow_arrays.ClientDatasets(
+        arrays['train'], batch, TRAIN_MAX_ELEMENTS)
+  return Task(task_name, baseline, metric, label, source, note, task_defaults,
+              arrays, client_datasets)
 
 
-def evaluate(task: Task, model_weights, max_examples: Optional[int] = None
-            ) -> dict[str, float]:
-  """Centralized evaluation of `model_weights` on the task's test data.
+def evaluate(task: Task, model_weights, max_examples: Optional[int] = None,
+             split: str = 'test') -> dict[str, float]:
+  """Centralized evaluation of `model_weights` on a split of the task.
 
   Returns the task's metric (`task.metric`), the mean loss and the number of
   examples. Metrics are computed here from the model's predictions: TFF's Keras
   metric finalizers create variables inside a `tf.function` and cannot be
-  called twice in one process.
+  called twice in one process. `split` is 'test' or 'validation' (SO-LR's
+  held-out clients; used for tuning, never the test split).
+
+  Raises:
+    ValueError: For another split, or 'validation' on a task without one.
   """
+  if split not in ('test', 'validation'):
+    raise ValueError(f"split must be 'test' or 'validation', found {split!r}.")
   # A fresh model each time: TFF traces models in tf.compat.v1 graphs, which
   # invalidates Keras models built before.
   model = task.baseline.model_fn()
   model_weights.assign_weights_to(model)
   eval_step = tf.function(lambda batch: model.forward_pass(batch,
                                                            training=False))
-  data = task.baseline.datasets.get_centralized_test_data()
+  data = _eval_data(task, split)
   if max_examples is not None:
-    data = data.unbatch().take(max_examples).batch(256)
+    data = data.unbatch().take(max_examples).batch(EVAL_BATCH)
   if task.metric == 'recall_at_5':
     metric = tf.keras.metrics.Recall(top_k=5)
   else:
@@ -188,7 +231,25 @@ def evaluate(task: Task, model_weights, max_examples: Optional[int] = None
           'loss': loss_sum / max(count, 1), 'num_examples': count}
 
 
-def frequent_tags_recall_at_5(task: Task) -> float:
+EVAL_BATCH = 2048
+
+
+def _eval_data(task: Task, split: str) -> tf.data.Dataset:
+  """The split as a batched (x, y) dataset."""
+  arrays_split = 'heldout' if split == 'validation' else 'test'
+  arrays = task.eval_arrays(arrays_split)
+  if arrays is not None:
+    return tf.data.Dataset.from_tensor_slices(arrays).batch(EVAL_BATCH)
+  datasets = task.baseline.datasets
+  if split == 'test':
+    return datasets.get_centralized_test_data()
+  if datasets.validation_data is None:
+    raise ValueError(f'split: the {task.name} task has no validation data.')
+  return datasets.validation_data.create_tf_dataset_from_all_clients().apply(
+      datasets.eval_preprocess_fn)
+
+
+def frequent_tags_recall_at_5(task: Task, split: str = 'test') -> float:
   """Recall@5 of always predicting the 5 most frequent tags (SO-LR only).
 
   The tag vocabulary is ordered by training frequency, so these are tags 0-4.
@@ -196,7 +257,7 @@ def frequent_tags_recall_at_5(task: Task) -> float:
   if task.name != 'stackoverflow_lr':
     raise ValueError(f'Only for stackoverflow_lr, found {task.name!r}.')
   metric = tf.keras.metrics.Recall(top_k=5)
-  for _, y in task.baseline.datasets.get_centralized_test_data():
+  for _, y in _eval_data(task, split):
     num_tags = int(y.shape[-1])
     scores = tf.concat([tf.ones([5]), tf.zeros([num_tags - 5])], axis=0)
     metric.update_state(y, tf.tile(scores[None], [tf.shape(y)[0], 1]))
@@ -220,18 +281,23 @@ def _stackoverflow_lr(data_dir, batch, seed, embedded_config=None):
         'extracted stackoverflow.word_count and stackoverflow.tag_count in '
         f'--data_dir (now {data_dir}; the counts may sit in its datasets/ '
         'subfolder, as TFF caches them).')
-  word_vocab = list(_read_word_counts(data_dir))[:word_vocab_size]
-  tag_vocab = list(_read_tag_counts(data_dir))[:tag_vocab_size]
+  word_vocab, tag_vocab = _vocab(data_dir, word_vocab_size, tag_vocab_size)
   train, heldout, test = tff.simulation.datasets.stackoverflow.load_data(
       cache_dir=data_dir)
   baseline = tag_prediction_tasks.create_tag_prediction_task_from_datasets(
       train_client_spec=tff.simulation.baselines.ClientSpec(
-          num_epochs=1, batch_size=batch, max_elements=1000),
+          num_epochs=1, batch_size=batch,
+          max_elements=TRAIN_MAX_ELEMENTS),
       eval_client_spec=tff.simulation.baselines.ClientSpec(
           num_epochs=1, batch_size=256, shuffle_buffer_size=1),
       word_vocab=word_vocab, tag_vocab=tag_vocab, train_data=train,
       test_data=test, validation_data=heldout)
   return baseline, 'recall_at_5', 'recall@5', source, note
+
+
+def _vocab(data_dir, word_vocab_size, tag_vocab_size):
+  return (list(_read_word_counts(data_dir))[:word_vocab_size],
+          list(_read_tag_counts(data_dir))[:tag_vocab_size])
 
 
 def _read_word_counts(data_dir):

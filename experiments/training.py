@@ -115,27 +115,46 @@ def run(config: config_lib.RunConfig, print_fn=print) -> list:
     pool.start()
     print_fn(f'[{task.name}] running on {config.workers} TFF workers at '
              f'loopback ports {pool.ports}.')
+  context = _context(task, config)
   results, curves = [], {}
   try:
     for name in config.aggregators:
-      record, curve = _train_aggregator(task, config, name, pool, task_dir,
-                                        print_fn)
-      results.append(record)
-      curves[name] = curve
-      report.write_summary(task_dir, results)
+      built = _build_aggregator(task, config, name, pool, print_fn)
+      for seed in config.seeds:
+        record, curve = _train_seed(
+            task, dataclasses.replace(config, seed=seed), built, task_dir,
+            print_fn)
+        results.append(record)
+        curves.setdefault(name, []).append(curve)
+        report.write_summary(task_dir, results)
   finally:
     worker_reaper.reap_context_workers()
     if pool is not None:
       pool.stop()
     tff.backends.native.set_sync_local_cpp_execution_context()
-  report.write_table(task_dir, results)
-  report.write_plots(task_dir, results, curves)
+  context['wall_seconds'] = time.time() - start
+  report.write_table(task_dir, results, context)
+  report.write_curves(task_dir, curves, results)
+  report.write_plots(task_dir, results, curves, context)
   print_fn('')
-  print_fn(report.markdown_table(results))
+  print_fn(report.markdown_table(results, context))
   print_fn(f'Data: {task.data_source}. {task.data_note}')
-  print_fn(f'Results in {task_dir} (summary.json, table.md, plots, per-round '
-           f'metrics.csv); wall time {time.time() - start:.0f} s.')
+  print_fn(f'Results in {task_dir} (summary.json, table.md, curves.csv, '
+           'plots; per-run metrics.csv and TensorBoard logs under '
+           f'{os.path.join(task_dir, "tensorboard")}); wall time '
+           f'{time.time() - start:.0f} s.')
   return results
+
+
+def _context(task, config) -> dict:
+  """Reference rows on the same test split: initial model, frequent tags."""
+  context = dict(split='test')
+  weights = tff_history.seeded_model_weights(
+      task.baseline.model_fn, downlink_lib.initial_model_seed(config.seed))
+  context['initial_metric'] = tasks_lib.evaluate(task, weights)[task.metric]
+  if task.name == 'stackoverflow_lr':
+    context['frequent_tags'] = tasks_lib.frequent_tags_recall_at_5(task)
+  return context
 
 
 def _prepare_output_dir(config) -> str:
@@ -175,46 +194,18 @@ class _Run:
     self.print_fn(f'[{self.task.name}/{self.name}] {text}')
 
 
-def _train_aggregator(task, config, name, pool, task_dir, print_fn):
-  """Trains one aggregator to the end (or its privacy budget)."""
-  run_, state = _start_aggregator(task, config, name, pool, task_dir,
-                                  print_fn)
-  if config.resume:
-    done = run_.checkpointer.read_record()
-    if done is not None:
-      run_.log(f'already finished in {run_.agg_dir}; reusing its record '
-               '(--noresume to rerun).')
-      return done['record'], [tuple(p) for p in done['curve']]
-  else:
-    run_.checkpointer.remove_all()
-    run_.ledger.archive()
-  progress, state = _resume(run_, state)
-  release_manager = tff.program.CSVFileReleaseManager(
-      file_path=os.path.join(run_.agg_dir, 'metrics.csv'),
-      save_mode=tff.program.CSVSaveMode.WRITE, key_fieldname='round')
-  bar = _progress_bar(run_, progress)
-  for round_num in range(progress.completed + 1, config.rounds + 1):
-    if not _within_budget(run_, progress, round_num):
-      break
-    state, row = _run_round(run_, progress, state, round_num)
-    asyncio.run(release_manager.release(row, key=round_num))
-    run_.checkpointer.save(round_num, state, progress.to_driver())
-    _maybe_kill(run_.name, round_num, 'saved')
-    _update_bar(bar, run_, progress, row)
-  if bar is not None:
-    bar.close()
-  if progress.stopped:
-    run_.log(progress.stopped)
-  record = _final_record(run_, progress, state)
-  run_.checkpointer.write_record(record, progress.curve)
-  run_.log(f'final {task.metric_label}={record["final_metric"]:.4f} '
-           f'epsilon={progress.epsilon} rounds={progress.completed} '
-           f'{record["seconds_per_round"]:.2f} s/round')
-  return record, progress.curve
+@dataclasses.dataclass
+class _Built:
+  """An aggregator's plan and learning process, shared by its seeds."""
+  plan: Any
+  process: Any
+  server_optimizer: Any
+  use_history: bool
+  server_lr: float
 
 
-def _start_aggregator(task, config, name, pool, task_dir, print_fn):
-  """Plans the aggregator, builds the process, its initial state and files."""
+def _build_aggregator(task, config, name, pool, print_fn) -> _Built:
+  """Plans (calibrates) the aggregator and builds its learning process."""
   use_history = config.uses_history(name)
   if config.downlink == 'history' and not use_history:
     print_fn(f'[{task.name}/{name}] no messages to send as history: '
@@ -239,9 +230,59 @@ def _start_aggregator(task, config, name, pool, task_dir, print_fn):
            f'client_lr={config.client_lr}, server_lr={server_lr}')
   _set_context(plan, pool)
   server_optimizer = server_optimizer_for(task, server_lr)
-  process = tff.simulation.compose_dataset_computation_with_learning_process(
-      task.dataset_computation,
+  process = task.learning_process(
       build_process(task, plan, config.client_lr, server_optimizer))
+  return _Built(plan, process, server_optimizer, use_history, server_lr)
+
+
+def _train_seed(task, config, built, task_dir, print_fn):
+  """Trains one aggregator with `config.seed` to the end (or its budget)."""
+  run_, state = _start_seed(task, config, built, task_dir, print_fn)
+  if config.resume:
+    done = run_.checkpointer.read_record()
+    if done is not None:
+      run_.log(f'already finished in {run_.agg_dir}; reusing its record '
+               '(--noresume to rerun).')
+      return done['record'], done['curve']
+  else:
+    run_.checkpointer.remove_all()
+    run_.ledger.archive()
+  progress, state = _resume(run_, state)
+  if not progress.curve:
+    _evaluate_point(run_, progress, state, 0)
+  csv_manager = tff.program.CSVFileReleaseManager(
+      file_path=os.path.join(run_.agg_dir, 'metrics.csv'),
+      save_mode=tff.program.CSVSaveMode.WRITE, key_fieldname='round')
+  release_manager = tff.program.GroupingReleaseManager([
+      csv_manager,
+      tff.program.TensorBoardReleaseManager(
+          summary_dir=os.path.join(task_dir, 'tensorboard', run_.name,
+                                   f'seed{config.seed}'))])
+  bar = _progress_bar(run_, progress)
+  for round_num in range(progress.completed + 1, config.rounds + 1):
+    if not _within_budget(run_, progress, round_num):
+      break
+    state, row = _run_round(run_, progress, state, round_num)
+    asyncio.run(release_manager.release(row, key=round_num))
+    run_.checkpointer.save(round_num, state, progress.to_driver())
+    _maybe_kill(run_.name, round_num, 'saved')
+    _update_bar(bar, run_, progress, row)
+  if bar is not None:
+    bar.close()
+  if progress.stopped:
+    run_.log(progress.stopped)
+  record = _final_record(run_, progress, state)
+  run_.checkpointer.write_record(record, progress.curve)
+  run_.log(f'seed {config.seed}: final {task.metric_label}='
+           f'{record["final_metric"]:.4f} epsilon={progress.epsilon} '
+           f'rounds={progress.completed} '
+           f'{record["seconds_per_round"]:.2f} s/round')
+  return record, progress.curve
+
+
+def _start_seed(task, config, built, task_dir, print_fn):
+  """The seed's initial state, history downlink, checkpoints and ledger."""
+  plan, process = built.plan, built.process
   # Every aggregator starts from the same model, a function of `seed` (R').
   state = process.set_model_weights(
       process.initialize(),
@@ -249,17 +290,17 @@ def _start_aggregator(task, config, name, pool, task_dir, print_fn):
           task.baseline.model_fn,
           downlink_lib.initial_model_seed(config.seed)))
   history = None
-  if use_history:
+  if built.use_history:
     history = downlink_lib.HistoryDownlink(
         model_fn=task.baseline.model_fn, factory=plan.rec_sum,
-        server_optimizer=server_optimizer, seed=config.seed,
+        server_optimizer=built.server_optimizer, seed=config.seed,
         client_ids=task.train_client_ids,
         verify_clients=config.verify_clients)
     history.initialize(process, state, plan.upload_bits_per_client)
-  agg_dir = os.path.join(task_dir, name)
+  agg_dir = os.path.join(task_dir, plan.name, f'seed{config.seed}')
   os.makedirs(agg_dir, exist_ok=True)
-  fingerprint_config = _fingerprint_config(task, config, plan, server_lr,
-                                           use_history)
+  fingerprint_config = _fingerprint_config(task, config, plan,
+                                           built.server_lr, built.use_history)
   checkpointer = checkpoints.RunCheckpointer(agg_dir, fingerprint_config,
                                              print_fn=print_fn)
   ledger = ledger_lib.PrivacyLedger(agg_dir, checkpointer.fingerprint,
@@ -377,7 +418,7 @@ def _run_round(run_, progress, state, round_num):
   _trace_start(run_.name, round_num)
   _maybe_kill(run_.name, round_num, 'started')
   t0 = time.time()
-  output = run_.process.next(state, [str(i) for i in ids])
+  output = run_.process.next(state, run_.task.round_input(ids))
   progress.round_times.append(time.time() - t0)
   _maybe_kill(run_.name, round_num, 'trained')
   measured = output.metrics.get('aggregator', {}).get('mean_value', {})
@@ -398,13 +439,25 @@ def _run_round(run_, progress, state, round_num):
     # DP-REC reports the bits of the messages it received.
     row['upload_bits'] = int(measured['upload_bits'])
   if round_num % config.eval_every == 0 and round_num != config.rounds:
-    weights = run_.process.get_model_weights(output.state)
-    progress.last_metric = tasks_lib.evaluate(
-        run_.task, weights,
-        max_examples=config.eval_examples)[run_.task.metric]
-    row[run_.task.metric] = progress.last_metric
-    progress.curve.append((progress.epsilon, progress.last_metric))
+    row[run_.task.metric] = _evaluate_point(run_, progress, output.state,
+                                            round_num)
   return output.state, row
+
+
+def _evaluate_point(run_, progress, state, round_num,
+                    max_examples='config') -> float:
+  """Evaluates `state`'s model; appends a point to the learning curve."""
+  if max_examples == 'config':
+    max_examples = run_.config.eval_examples
+  weights = run_.process.get_model_weights(state)
+  metric = tasks_lib.evaluate(run_.task, weights,
+                              max_examples=max_examples)[run_.task.metric]
+  progress.last_metric = metric
+  progress.curve.append(dict(
+      round=round_num, metric=metric,
+      epsilon=progress.epsilon if run_.plan.private else None,
+      upload_bits=progress.upload_bits, download_bits=progress.download_bits))
+  return metric
 
 
 def _final_record(run_, progress, state) -> dict:
@@ -414,7 +467,12 @@ def _final_record(run_, progress, state) -> dict:
     run_.history.finish(progress.completed, run_.process, state)
   final = tasks_lib.evaluate(task, run_.process.get_model_weights(state))
   final_metric = final[task.metric]
-  progress.curve.append((progress.epsilon, final_metric))
+  if not progress.curve or progress.curve[-1]['round'] != progress.completed:
+    progress.curve.append(dict(
+        round=progress.completed, metric=final_metric,
+        epsilon=progress.epsilon if plan.private else None,
+        upload_bits=progress.upload_bits,
+        download_bits=progress.download_bits))
   record = records.RunRecord(
       task=task.name, aggregator=plan.name, data_source=task.data_source,
       metric=task.metric, metric_label=task.metric_label,
@@ -438,7 +496,8 @@ def _final_record(run_, progress, state) -> dict:
       stopped=progress.stopped,
       downlink='history' if run_.history is not None else 'full',
       lost_rounds=progress.lost_rounds,
-      insecure_test_mode=config.insecure_test_seed is not None)
+      insecure_test_mode=config.insecure_test_seed is not None,
+      seed=config.seed)
   if run_.history is not None:
     _add_history_summary(run_, record, progress)
   return record.to_dict()

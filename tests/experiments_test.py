@@ -117,7 +117,7 @@ def _check_outputs(test, task_dir, records, rounds, target_epsilon):
       test.assertIsNone(record['epsilon'])
     test.assertGreater(record['upload_bits_total'], 0)
     with open(os.path.join(task_dir, record['aggregator'],
-                           'metrics.csv')) as f:
+                           f"seed{record['seed']}", 'metrics.csv')) as f:
       rows = list(csv.DictReader(f))
     test.assertLen(rows, rounds)
     test.assertEqual([int(r['round']) for r in rows],
@@ -125,7 +125,8 @@ def _check_outputs(test, task_dir, records, rounds, target_epsilon):
   table = open(os.path.join(task_dir, 'table.md')).read()
   for record in records:
     test.assertIn(f"| {record['aggregator']} |", table)
-  for name in ('metric_vs_communication.png', 'metric_vs_epsilon.png'):
+  for name in ('metric_vs_round.png', 'metric_vs_communication.png',
+               'epsilon_vs_round.png'):
     test.assertGreater(os.path.getsize(os.path.join(task_dir, name)), 1000)
 
 
@@ -174,7 +175,7 @@ class SmokeTest(tf.test.TestCase):
         progress=False, verify_clients=2, print_fn=lambda *a: None)
     record = records[0]
     message = record['upload_bits_per_client_round']
-    with open(os.path.join(output_dir, 'digits', 'dp_rec',
+    with open(os.path.join(output_dir, 'digits', 'dp_rec', 'seed0',
                            'metrics.csv')) as f:
       rows = list(csv.DictReader(f))
     downloads = [int(r['download_bits']) for r in rows]
@@ -301,7 +302,8 @@ def _run_cli(args, env_extra=None, timeout=600):
   env.pop(training.TEST_KILL_ENV, None)
   env.update(env_extra or {})
   return subprocess.run(
-      [sys.executable, '-m', 'experiments.run', '--noprogress'] + args,
+      [sys.executable, '-m', 'experiments.run', '--noprogress',
+       '--num_seeds=1'] + args,
       cwd=_REPO, capture_output=True, text=True, timeout=timeout, env=env)
 
 
@@ -471,7 +473,7 @@ class ResumeTest(tf.test.TestCase):
         for key in _COMPARED:
           self.assertEqual(got[name][key], reference[name][key],
                            f'{kill_at}: {name} {key}')
-      with open(os.path.join(output_dir, 'digits', 'dp_rec',
+      with open(os.path.join(output_dir, 'digits', 'dp_rec', 'seed0',
                              'metrics.csv')) as f:
         rounds = [int(r['round']) for r in csv.DictReader(f)]
       self.assertEqual(rounds, [1, 2, 3, 4, 5], kill_at)
@@ -485,7 +487,7 @@ class ResumeTest(tf.test.TestCase):
     args = self._args(output_dir, data_dir, aggregators='dp_rec')
     killed = _run_cli(args, {training.TEST_KILL_ENV: 'dp_rec:4:saved'})
     self.assertEqual(killed.returncode, -signal.SIGKILL)
-    newest = os.path.join(output_dir, 'digits', 'dp_rec', 'checkpoints',
+    newest = os.path.join(output_dir, 'digits', 'dp_rec', 'seed0', 'checkpoints',
                           'round_4')
     data_files = [os.path.join(root, f) for root, _, files in os.walk(newest)
                   for f in files if 'data' in f]
@@ -541,7 +543,7 @@ class ResumeTest(tf.test.TestCase):
             f'--output_dir={output_dir}', f'--data_dir={data_dir}']
     killed = _run_cli(args, {training.TEST_KILL_ENV: 'dp_rec:3:trained'})
     self.assertEqual(killed.returncode, -signal.SIGKILL)
-    ledger_path = os.path.join(output_dir, 'digits', 'dp_rec',
+    ledger_path = os.path.join(output_dir, 'digits', 'dp_rec', 'seed0',
                                'privacy_ledger.json')
     with open(ledger_path) as f:
       original = json.load(f)
@@ -594,7 +596,7 @@ class ResumeTest(tf.test.TestCase):
                     result.stderr[-2000:])
       if result.returncode == 0:
         break
-      ledger_path = os.path.join(output_dir, 'digits', 'dp_rec',
+      ledger_path = os.path.join(output_dir, 'digits', 'dp_rec', 'seed0',
                                  'privacy_ledger.json')
       with open(ledger_path) as f:
         entry = json.load(f)
@@ -629,7 +631,7 @@ class ResumeTest(tf.test.TestCase):
     self.assertEqual(other.returncode, 2)
     self.assertIn('another configuration', other.stderr)
     # The foreign checkpoints are set aside and named, not left blocking.
-    checkpoint_dir = os.path.join(output_dir, 'digits', 'fedavg',
+    checkpoint_dir = os.path.join(output_dir, 'digits', 'fedavg', 'seed0',
                                   'checkpoints')
     aside = [n for n in os.listdir(checkpoint_dir) if '.foreign' in n]
     self.assertNotEmpty(aside)
