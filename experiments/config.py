@@ -14,6 +14,8 @@ from experiments import plans
 TASKS = ('stackoverflow_lr', 'emnist', 'shakespeare', 'mnist', 'digits')
 DOWNLINKS = ('auto', 'history', 'full')
 ACCOUNTINGS = ('sound', 'paper')
+SERVER_OPTIMIZERS = ('adam', 'sgdm')
+EVAL_SPLITS = ('test', 'validation')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,6 +40,11 @@ class RunConfig:
   eval_examples: Optional[int] = None  # None: the whole test set.
   client_lr: Optional[float] = None
   server_lr: Optional[float] = None
+  server_optimizer: Optional[str] = None  # 'adam' or 'sgdm' (task default).
+  server_momentum: Optional[float] = None  # sgdm only (task default).
+  # Where every evaluation runs: 'test', or 'validation' (held-out clients)
+  # for tuning (`experiments.tune`).
+  eval_split: str = 'test'
   progress: bool = True
   downlink: str = 'auto'
   verify_clients: int = 3
@@ -77,6 +84,17 @@ class RunConfig:
       _check_positive(self.delta, 'delta')
       if not self.delta < 1:
         raise ValueError(f'delta must be in (0, 1), found {self.delta!r}.')
+    if self.server_optimizer not in (None,) + SERVER_OPTIMIZERS:
+      raise ValueError(f'server_optimizer must be one of {SERVER_OPTIMIZERS}, '
+                       f'found {self.server_optimizer!r}.')
+    if self.server_momentum is not None:
+      _check_number(self.server_momentum, 'server_momentum')
+      if not 0 <= self.server_momentum < 1:
+        raise ValueError('server_momentum must be in [0, 1), found '
+                         f'{self.server_momentum!r}.')
+    if self.eval_split not in EVAL_SPLITS:
+      raise ValueError(f'eval_split must be one of {EVAL_SPLITS}, found '
+                       f'{self.eval_split!r}.')
     if self.downlink not in DOWNLINKS:
       raise ValueError(f'downlink must be one of {DOWNLINKS}, found '
                        f'{self.downlink!r}.')
@@ -153,10 +171,14 @@ def _check_int(value, name, *, minimum, optional=False):
     raise ValueError(f'{name} must be >= {minimum}, found {value!r}.')
 
 
+def _check_number(value, name):
+  if isinstance(value, bool) or not isinstance(value, (int, float)):
+    raise TypeError(f'{name} must be a number, found {value!r}.')
+
+
 def _check_positive(value, name, *, optional=False):
   if value is None and optional:
     return
-  if isinstance(value, bool) or not isinstance(value, (int, float)):
-    raise TypeError(f'{name} must be a number, found {value!r}.')
+  _check_number(value, name)
   if not (value > 0 and math.isfinite(value)):
     raise ValueError(f'{name} must be positive and finite, found {value!r}.')

@@ -60,6 +60,11 @@ _EVAL_EXAMPLES = flags.DEFINE_integer(
     'whole test set.')
 _CLIENT_LR = flags.DEFINE_float('client_lr', None, 'Client SGD learning rate.')
 _SERVER_LR = flags.DEFINE_float('server_lr', None, 'Server learning rate.')
+_SERVER_OPTIMIZER = flags.DEFINE_enum(
+    'server_optimizer', None, ['adam', 'sgdm'],
+    'Server optimizer (task default; the paper used sgdm for SO-LR).')
+_SERVER_MOMENTUM = flags.DEFINE_float(
+    'server_momentum', None, 'Server SGD momentum (sgdm; task default).')
 _PROGRESS = flags.DEFINE_bool('progress', True, 'Show a progress bar.')
 _DOWNLINK = flags.DEFINE_enum(
     'downlink', 'auto', ['auto', 'history', 'full'],
@@ -155,7 +160,8 @@ def config_from_flags():
       target_epsilon=_TARGET_EPSILON.value, delta=_DELTA.value,
       seed=_SEED.value, num_seeds=_NUM_SEEDS.value, eval_every=_EVAL_EVERY.value,
       eval_examples=_EVAL_EXAMPLES.value, client_lr=_CLIENT_LR.value,
-      server_lr=_SERVER_LR.value, progress=_PROGRESS.value,
+      server_lr=_SERVER_LR.value, server_optimizer=_SERVER_OPTIMIZER.value,
+      server_momentum=_SERVER_MOMENTUM.value, progress=_PROGRESS.value,
       downlink=_DOWNLINK.value, verify_clients=_VERIFY_CLIENTS.value,
       resume=_RESUME.value, insecure_test_seed=_INSECURE_TEST_SEED.value,
       workers=_WORKERS.value, accounting=_ACCOUNTING.value)

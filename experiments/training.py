@@ -54,12 +54,18 @@ def allow_oversize_protos():
     pass
 
 
-def server_optimizer_for(task: tasks_lib.Task, server_lr: float):
+def server_optimizer_for(task: tasks_lib.Task, server_lr: float,
+                         config: Optional[config_lib.RunConfig] = None):
+  """The run's server optimizer (`config`'s choice, else the task's)."""
   d = task.defaults
-  if d.server_optimizer == 'adam':
+  name = (config and config.server_optimizer) or d.server_optimizer
+  if name == 'adam':
     return tff.learning.optimizers.build_adam(server_lr)
-  return tff.learning.optimizers.build_sgdm(
-      server_lr, momentum=d.server_momentum or None)
+  momentum = d.server_momentum
+  if config is not None and config.server_momentum is not None:
+    momentum = config.server_momentum
+  return tff.learning.optimizers.build_sgdm(server_lr,
+                                            momentum=momentum or None)
 
 
 def build_process(task: tasks_lib.Task, aggregator_plan, client_lr: float,
@@ -148,12 +154,15 @@ def run(config: config_lib.RunConfig, print_fn=print) -> list:
 
 def _context(task, config) -> dict:
   """Reference rows on the same test split: initial model, frequent tags."""
-  context = dict(split='test')
+  split = config.eval_split
+  context = dict(split=split)
   weights = tff_history.seeded_model_weights(
       task.baseline.model_fn, downlink_lib.initial_model_seed(config.seed))
-  context['initial_metric'] = tasks_lib.evaluate(task, weights)[task.metric]
+  context['initial_metric'] = tasks_lib.evaluate(
+      task, weights, split=split)[task.metric]
   if task.name == 'stackoverflow_lr':
-    context['frequent_tags'] = tasks_lib.frequent_tags_recall_at_5(task)
+    context['frequent_tags'] = tasks_lib.frequent_tags_recall_at_5(task,
+                                                                   split)
   return context
 
 
@@ -227,9 +236,10 @@ def _build_aggregator(task, config, name, pool, print_fn) -> _Built:
              'privacy guarantee does not hold.')
   server_lr = config.server_lr_for(task, plan.private)
   print_fn(f'[{task.name}/{name}] parameters: {plan.params}, '
-           f'client_lr={config.client_lr}, server_lr={server_lr}')
+           f'client_lr={config.client_lr}, server_lr={server_lr}, '
+           f'server optimizer {config.server_optimizer or task.defaults.server_optimizer}')
   _set_context(plan, pool)
-  server_optimizer = server_optimizer_for(task, server_lr)
+  server_optimizer = server_optimizer_for(task, server_lr, config)
   process = task.learning_process(
       build_process(task, plan, config.client_lr, server_optimizer))
   return _Built(plan, process, server_optimizer, use_history, server_lr)
@@ -322,7 +332,7 @@ def _set_context(plan, pool):
 
 
 def _fingerprint_config(task, config, plan, server_lr, use_history) -> dict:
-  """What a checkpoint must match (unchanged keys: old checkpoints resume)."""
+  """What a checkpoint must match."""
   return dict(
       task=task.name, data_source=task.data_source,
       population=task.population, aggregator=plan.name,
@@ -331,6 +341,8 @@ def _fingerprint_config(task, config, plan, server_lr, use_history) -> dict:
       target_epsilon=config.target_epsilon, delta=config.delta,
       seed=config.seed, eval_every=config.eval_every,
       eval_examples=config.eval_examples, client_lr=config.client_lr,
+      server_optimizer=config.server_optimizer,
+      server_momentum=config.server_momentum, eval_split=config.eval_split,
       server_lr=server_lr, history=use_history,
       verify_clients=config.verify_clients,
       insecure_test_seed=config.insecure_test_seed)
@@ -450,8 +462,9 @@ def _evaluate_point(run_, progress, state, round_num,
   if max_examples == 'config':
     max_examples = run_.config.eval_examples
   weights = run_.process.get_model_weights(state)
-  metric = tasks_lib.evaluate(run_.task, weights,
-                              max_examples=max_examples)[run_.task.metric]
+  metric = tasks_lib.evaluate(
+      run_.task, weights, max_examples=max_examples,
+      split=run_.config.eval_split)[run_.task.metric]
   progress.last_metric = metric
   progress.curve.append(dict(
       round=round_num, metric=metric,
@@ -465,7 +478,8 @@ def _final_record(run_, progress, state) -> dict:
   task, plan, config = run_.task, run_.plan, run_.config
   if run_.history is not None:
     run_.history.finish(progress.completed, run_.process, state)
-  final = tasks_lib.evaluate(task, run_.process.get_model_weights(state))
+  final = tasks_lib.evaluate(task, run_.process.get_model_weights(state),
+                             split=config.eval_split)
   final_metric = final[task.metric]
   if not progress.curve or progress.curve[-1]['round'] != progress.completed:
     progress.curve.append(dict(

@@ -1,0 +1,159 @@
+"""The SO-LR arrays fast path equals TFF's preprocessing; tuning grid parsing."""
+
+import os
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+from tensorflow_federated.python.simulation.baselines.stackoverflow import tag_prediction_preprocessing
+
+from experiments import stackoverflow_arrays
+from experiments import stackoverflow_data
+from experiments import tasks
+from experiments import tune
+
+_TINY = dict(seed=5, train_clients=30, heldout_clients=6, test_clients=10,
+             num_words=300, num_tags=30, num_topics=6, mean_examples=12.0,
+             std_examples=30.0, max_examples=200)
+
+
+class StackOverflowArraysTest(tf.test.TestCase):
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.data_dir = os.path.join(tf.compat.v1.test.get_temp_dir(), 'so_arrays')
+    stackoverflow_data.generate(cls.data_dir, _TINY)
+    # A vocabulary smaller than the data's: out-of-vocabulary words and tags
+    # occur, and must be dropped exactly as TFF drops them.
+    cls.task = tasks.create_task('stackoverflow_lr', cls.data_dir,
+                                 embedded_config=_TINY)
+    cls.words, cls.tags = tasks._vocab(cls.data_dir, 120, 12)  # pylint: disable=protected-access
+
+  def test_every_example_equals_tff_to_ids(self):
+    arrays = stackoverflow_arrays.load(self.data_dir, self.words, self.tags)
+    to_ids = tag_prediction_preprocessing.build_to_ids_fn(self.words,
+                                                          self.tags)
+    raw = tff_splits(self.task)
+    for split in stackoverflow_arrays.SPLITS:
+      split_arrays = arrays[split]
+      self.assertCountEqual(split_arrays.client_ids, raw[split].client_ids)
+      # Every example of 4 clients per split, the largest among them (TFF
+      # reads each client through SQLite: about a second each).
+      sizes = np.diff(split_arrays.example_offsets)
+      chosen = [int(np.argmax(sizes))] + list(
+          np.random.default_rng(1).choice(len(sizes), 3, replace=False))
+      for index in chosen:
+        client_id = split_arrays.client_ids[index]
+        x, y = split_arrays.client_dense(index)
+        ref = list(raw[split].create_tf_dataset_for_client(client_id).map(
+            to_ids).batch(10000))[0]
+        # Exact: the same float32 division of the same counts.
+        np.testing.assert_array_equal(x, ref[0].numpy(), err_msg=client_id)
+        np.testing.assert_array_equal(y, ref[1].numpy(), err_msg=client_id)
+
+  def test_cache_is_reused_and_rebuilt_for_another_vocabulary(self):
+    first = stackoverflow_arrays.load(self.data_dir, self.words, self.tags)
+    path = os.path.join(self.data_dir, stackoverflow_arrays.CACHE_NAME)
+    mtime = os.stat(path).st_mtime_ns
+    again = stackoverflow_arrays.load(self.data_dir, self.words, self.tags)
+    self.assertEqual(os.stat(path).st_mtime_ns, mtime)
+    np.testing.assert_array_equal(first['train'].word_ids,
+                                  again['train'].word_ids)
+    other = stackoverflow_arrays.load(self.data_dir, self.words[:50],
+                                      self.tags)
+    self.assertEqual(other['train'].num_words, 50)
+    self.assertLess(len(other['train'].word_ids),
+                    len(first['train'].word_ids))
+
+  def test_damaged_cache_is_rebuilt(self):
+    directory = self.create_tempdir().full_path
+    stackoverflow_data.generate(directory, _TINY)
+    with open(os.path.join(directory, stackoverflow_arrays.CACHE_NAME),
+              'wb') as f:
+      f.write(b'not an npz')
+    arrays = stackoverflow_arrays.load(directory, self.words, self.tags)
+    self.assertLen(arrays['train'].client_ids, _TINY['train_clients'])
+
+  def test_client_datasets_shuffle_truncate_and_batch(self):
+    arrays = stackoverflow_arrays.load(self.data_dir, self.words, self.tags)
+    train = arrays['train']
+    sizes = np.diff(train.example_offsets)
+    big = int(np.argmax(sizes))
+    datasets = stackoverflow_arrays.ClientDatasets(train, batch_size=4,
+                                                   max_elements=7)
+    self.assertGreaterEqual(sizes[big], 8)
+    (dataset,) = datasets([train.client_ids[big]])
+    batches = list(dataset)
+    self.assertEqual([int(b[0].shape[0]) for b in batches], [4, 3])
+    x, _ = train.client_dense(big)
+    rows = {r.tobytes() for r in x}
+    for b in batches:
+      for r in b[0].numpy():
+        self.assertIn(r.tobytes(), rows)
+
+  def test_task_uses_the_arrays_for_rounds_and_evaluation(self):
+    self.assertIsNotNone(self.task.client_datasets)
+    ids = self.task.train_client_ids[:3]
+    self.assertLen(self.task.round_input(ids), 3)
+    x, y = self.task.eval_arrays('test')
+    words, tags = tasks._vocab(self.data_dir, tasks.EMBEDDED_WORD_VOCAB,  # pylint: disable=protected-access
+                               tasks.EMBEDDED_TAG_VOCAB)
+    self.assertEqual(x.shape, (self.task.arrays['test'].num_examples,
+                               len(words)))
+    self.assertEqual(y.shape[1], len(tags))
+    with self.assertRaisesRegex(ValueError, "split must be 'test' or"):
+      tasks.evaluate(self.task, None, split='train')
+
+
+  def test_numpy_evaluation_equals_the_models_forward_pass(self):
+    rng = np.random.default_rng(0)
+    weights = tff.learning.models.ModelWeights.from_model(
+        self.task.baseline.model_fn())
+    # Trained-looking weights: spread logits so that the top 5 matter.
+    weights = tff.learning.models.ModelWeights(
+        trainable=[rng.normal(size=np.shape(w)).astype(np.float32)
+                   for w in weights.trainable],
+        non_trainable=list(weights.non_trainable))
+    for split in ('test', 'validation'):
+      fast = tasks.evaluate(self.task, weights, split=split)
+      data = tasks._eval_data(self.task, split)  # pylint: disable=protected-access
+      slow = tasks.evaluate_with_model(self.task, weights, data)
+      self.assertEqual(fast['num_examples'], slow['num_examples'])
+      self.assertAllClose(fast['recall_at_5'], slow['recall_at_5'],
+                          rtol=1e-6)
+      self.assertAllClose(fast['loss'], slow['loss'], rtol=1e-4)
+      self.assertBetween(fast['recall_at_5'], 0.01, 0.99)
+
+
+def tff_splits(task):
+  datasets = task.baseline.datasets
+  return dict(train=datasets.train_data, heldout=datasets.validation_data,
+              test=datasets.test_data)
+
+
+class TuneGridTest(tf.test.TestCase):
+
+  def test_blocks_are_products_in_order(self):
+    settings = tune.parse_grid(
+        'server_optimizer=sgdm server_lr=0.3,1 | server_optimizer=adam '
+        'server_lr=0.01 l2_clip=0.2,0.5')
+    self.assertEqual(settings, [
+        dict(server_optimizer='sgdm', server_lr=0.3),
+        dict(server_optimizer='sgdm', server_lr=1.0),
+        dict(server_optimizer='adam', server_lr=0.01, l2_clip=0.2),
+        dict(server_optimizer='adam', server_lr=0.01, l2_clip=0.5)])
+    self.assertEqual(tune.key(settings[0]),
+                     'server_lr=0.3 server_optimizer=sgdm')
+
+  def test_bad_grids_name_the_problem(self):
+    for text, message in (('', 'empty'), ('server_lr', 'name=v1'),
+                          ('server_lr=fast', "'fast' is not a number"),
+                          ('seed=1', "'seed' cannot be tuned"),
+                          ('server_lr=1 | ', 'empty block')):
+      with self.assertRaisesRegex(tune.GridError, message):
+        tune.parse_grid(text)
+
+
+if __name__ == '__main__':
+  tf.test.main()
