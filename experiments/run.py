@@ -23,7 +23,7 @@ _TASK = flags.DEFINE_string(
     'task', 'stackoverflow_lr',
     'stackoverflow_lr, emnist, shakespeare, mnist or digits.')
 _AGGREGATORS = flags.DEFINE_list(
-    'aggregators', ['dp_rec', 'ddgauss16', 'dp_fedavg'],
+    'aggregators', ['dp_rec', 'ddgauss16', 'dp_fedavg', 'fedavg'],
     'Comma-separated: dp_rec, rec, dp_fedavg, ddgauss16, ddgauss12, fedavg.')
 _ROUNDS = flags.DEFINE_integer('rounds', None, 'Rounds (task default).')
 _CLIENTS_PER_ROUND = flags.DEFINE_integer('clients_per_round', None,

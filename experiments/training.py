@@ -8,6 +8,8 @@ the `PrivacyLedger` before each round runs.
 """
 
 import asyncio
+import collections
+import contextlib
 import dataclasses
 import math
 import os
@@ -41,6 +43,19 @@ TEST_KILL_ENV = 'TFF_DPREC_TEST_KILL'
 TEST_TRACE_ENV = 'TFF_DPREC_TEST_TRACE'
 
 
+# Wall time of each phase of the current `run` (printed at its end).
+_PHASES = collections.Counter()
+
+
+@contextlib.contextmanager
+def _timed(phase: str):
+  start = time.perf_counter()
+  try:
+    yield
+  finally:
+    _PHASES[phase] += time.perf_counter() - start
+
+
 class OutputDirError(ValueError):
   """The output directory cannot be created or written."""
 
@@ -55,17 +70,23 @@ def allow_oversize_protos():
 
 
 def server_optimizer_for(task: tasks_lib.Task, server_lr: float,
-                         config: Optional[config_lib.RunConfig] = None):
+                         config: Optional[config_lib.RunConfig] = None,
+                         private: bool = False):
   """The run's server optimizer (`config`'s choice, else the task's)."""
   d = task.defaults
-  name = (config and config.server_optimizer) or d.server_optimizer
-  if name == 'adam':
+  if _optimizer_name(task, config, private) == 'adam':
     return tff.learning.optimizers.build_adam(server_lr)
   momentum = d.server_momentum
   if config is not None and config.server_momentum is not None:
     momentum = config.server_momentum
   return tff.learning.optimizers.build_sgdm(server_lr,
                                             momentum=momentum or None)
+
+
+def _optimizer_name(task, config, private) -> str:
+  d = task.defaults
+  return (config and config.server_optimizer) or (
+      private and d.private_server_optimizer) or d.server_optimizer
 
 
 def build_process(task: tasks_lib.Task, aggregator_plan, client_lr: float,
@@ -88,13 +109,16 @@ def run_experiment(*, task_name: str, print_fn=print, **kwargs) -> list:
              print_fn=print_fn)
 
 
-def run(config: config_lib.RunConfig, print_fn=print) -> list:
+def run(config: config_lib.RunConfig, print_fn=print,
+        context_out: Optional[dict] = None) -> list:
   """Trains `config.task` once per aggregator; writes and returns records.
 
   Every round is checkpointed under `output_dir` (`experiments.checkpoints`);
   with `resume` a run continues from the newest valid checkpoint, counting
   rounds lost in a crash as spent privacy (`experiments.ledger`).
   `workers` > 0 runs the rounds on TFF C++ workers on loopback.
+  `context_out`, when given, receives the reference rows (initial model,
+  frequent tags) and the wall time.
 
   Raises:
     OutputDirError: If the output directory cannot be written (before any
@@ -103,6 +127,7 @@ def run(config: config_lib.RunConfig, print_fn=print) -> list:
       resume, see those modules.
   """
   start = time.time()
+  _PHASES.clear()
   worker_reaper.install()
   task = tasks_lib.create_task(config.task, config.data_dir,
                                embedded_config=config.embedded_config)
@@ -121,11 +146,13 @@ def run(config: config_lib.RunConfig, print_fn=print) -> list:
     pool.start()
     print_fn(f'[{task.name}] running on {config.workers} TFF workers at '
              f'loopback ports {pool.ports}.')
-  context = _context(task, config)
+  with _timed('reference rows'):
+    context = _context(task, config)
   results, curves = [], {}
   try:
     for name in config.aggregators:
-      built = _build_aggregator(task, config, name, pool, print_fn)
+      with _timed('calibrate and build'):
+        built = _build_aggregator(task, config, name, pool, print_fn)
       for seed in config.seeds:
         record, curve = _train_seed(
             task, dataclasses.replace(config, seed=seed), built, task_dir,
@@ -139,6 +166,9 @@ def run(config: config_lib.RunConfig, print_fn=print) -> list:
       pool.stop()
     tff.backends.native.set_sync_local_cpp_execution_context()
   context['wall_seconds'] = time.time() - start
+  context['phase_seconds'] = dict(_PHASES)
+  if context_out is not None:
+    context_out.update(context)
   report.write_table(task_dir, results, context)
   report.write_curves(task_dir, curves, results)
   report.write_plots(task_dir, results, curves, context)
@@ -149,6 +179,9 @@ def run(config: config_lib.RunConfig, print_fn=print) -> list:
            'plots; per-run metrics.csv and TensorBoard logs under '
            f'{os.path.join(task_dir, "tensorboard")}); wall time '
            f'{time.time() - start:.0f} s.')
+  print_fn('Time by phase (s): ' + ', '.join(
+      f'{k} {v:.1f}' for k, v in sorted(_PHASES.items(),
+                                          key=lambda kv: -kv[1])))
   return results
 
 
@@ -237,9 +270,10 @@ def _build_aggregator(task, config, name, pool, print_fn) -> _Built:
   server_lr = config.server_lr_for(task, plan.private)
   print_fn(f'[{task.name}/{name}] parameters: {plan.params}, '
            f'client_lr={config.client_lr}, server_lr={server_lr}, '
-           f'server optimizer {config.server_optimizer or task.defaults.server_optimizer}')
+           f'server optimizer {_optimizer_name(task, config, plan.private)}')
   _set_context(plan, pool)
-  server_optimizer = server_optimizer_for(task, server_lr, config)
+  server_optimizer = server_optimizer_for(task, server_lr, config,
+                                          plan.private)
   process = task.learning_process(
       build_process(task, plan, config.client_lr, server_optimizer))
   return _Built(plan, process, server_optimizer, use_history, server_lr)
@@ -247,7 +281,8 @@ def _build_aggregator(task, config, name, pool, print_fn) -> _Built:
 
 def _train_seed(task, config, built, task_dir, print_fn):
   """Trains one aggregator with `config.seed` to the end (or its budget)."""
-  run_, state = _start_seed(task, config, built, task_dir, print_fn)
+  with _timed('seed setup'):
+    run_, state = _start_seed(task, config, built, task_dir, print_fn)
   if config.resume:
     done = run_.checkpointer.read_record()
     if done is not None:
@@ -259,7 +294,8 @@ def _train_seed(task, config, built, task_dir, print_fn):
     run_.ledger.archive()
   progress, state = _resume(run_, state)
   if not progress.curve:
-    _evaluate_point(run_, progress, state, 0)
+    with _timed('evaluation'):
+      _evaluate_point(run_, progress, state, 0)
   csv_manager = tff.program.CSVFileReleaseManager(
       file_path=os.path.join(run_.agg_dir, 'metrics.csv'),
       save_mode=tff.program.CSVSaveMode.WRITE, key_fieldname='round')
@@ -273,15 +309,18 @@ def _train_seed(task, config, built, task_dir, print_fn):
     if not _within_budget(run_, progress, round_num):
       break
     state, row = _run_round(run_, progress, state, round_num)
-    asyncio.run(release_manager.release(row, key=round_num))
-    run_.checkpointer.save(round_num, state, progress.to_driver())
+    with _timed('release metrics'):
+      asyncio.run(release_manager.release(row, key=round_num))
+    with _timed('checkpoint'):
+      run_.checkpointer.save(round_num, state, progress.to_driver())
     _maybe_kill(run_.name, round_num, 'saved')
     _update_bar(bar, run_, progress, row)
   if bar is not None:
     bar.close()
   if progress.stopped:
     run_.log(progress.stopped)
-  record = _final_record(run_, progress, state)
+  with _timed('final evaluation and record'):
+    record = _final_record(run_, progress, state)
   run_.checkpointer.write_record(record, progress.curve)
   run_.log(f'seed {config.seed}: final {task.metric_label}='
            f'{record["final_metric"]:.4f} epsilon={progress.epsilon} '
@@ -417,8 +456,9 @@ def _run_round(run_, progress, state, round_num):
                    replace=plan.sample_with_replacement)
   progress.rng_state = rng.bit_generator.state
   if run_.history is not None:
-    download = run_.history.before_round(round_num - 1, ids, run_.process,
-                                         state)
+    with _timed('history downlink'):
+      download = run_.history.before_round(round_num - 1, ids, run_.process,
+                                           state)
   else:
     download = plan.download_bits_per_client * config.clients_per_round
   upload = plan.upload_bits_per_client * config.clients_per_round
@@ -429,13 +469,17 @@ def _run_round(run_, progress, state, round_num):
       download_bits=progress.download_bits + download))
   _trace_start(run_.name, round_num)
   _maybe_kill(run_.name, round_num, 'started')
+  with _timed('client datasets'):
+    round_input = run_.task.round_input(ids)
   t0 = time.time()
-  output = run_.process.next(state, run_.task.round_input(ids))
+  with _timed('process.next'):
+    output = run_.process.next(state, round_input)
   progress.round_times.append(time.time() - t0)
   _maybe_kill(run_.name, round_num, 'trained')
   measured = output.metrics.get('aggregator', {}).get('mean_value', {})
   if run_.history is not None:
-    run_.history.after_round(round_num - 1, measured['messages'])
+    with _timed('history downlink'):
+      run_.history.after_round(round_num - 1, measured['messages'])
     progress.history_state = run_.history.get_state()
   progress.completed = round_num
   if plan.private:
@@ -451,8 +495,9 @@ def _run_round(run_, progress, state, round_num):
     # DP-REC reports the bits of the messages it received.
     row['upload_bits'] = int(measured['upload_bits'])
   if round_num % config.eval_every == 0 and round_num != config.rounds:
-    row[run_.task.metric] = _evaluate_point(run_, progress, output.state,
-                                            round_num)
+    with _timed('evaluation'):
+      row[run_.task.metric] = _evaluate_point(run_, progress, output.state,
+                                              round_num)
   return output.state, row
 
 

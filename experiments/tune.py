@@ -39,19 +39,6 @@ import tensorflow as tf  # pylint: disable=unused-import
 
 from experiments import config as config_lib
 
-_TASK = flags.DEFINE_enum('task', 'stackoverflow_lr', config_lib.TASKS,
-                          'Task.')
-_AGGREGATOR = flags.DEFINE_string('aggregator', 'dp_fedavg',
-                                  'The aggregator to tune.')
-_GRID = flags.DEFINE_string('grid', None, 'The grid (see the module doc).')
-_ROUNDS = flags.DEFINE_integer('rounds', None, 'Rounds (task default).')
-_CLIENTS = flags.DEFINE_integer('clients_per_round', None,
-                                'Clients per round (task default).')
-_EPSILON = flags.DEFINE_float('target_epsilon', 1.0, 'Privacy target.')
-_NUM_SEEDS = flags.DEFINE_integer('num_seeds', 1, 'Seeds per setting.')
-_DATA_DIR = flags.DEFINE_string('data_dir', 'data_cache', 'Data directory.')
-_OUTPUT_DIR = flags.DEFINE_string('output_dir', 'output/tune',
-                                  'Where runs and the results go.')
 
 _FLOAT_FIELDS = ('server_lr', 'client_lr', 'l2_clip', 'noise_stddev',
                  'server_momentum', 'target_epsilon')
@@ -163,5 +150,26 @@ def main(argv):
         'runs on the training clients (module doc).')
 
 
+def _define_flags():
+  """Defined only when run as a program (tests import this module)."""
+  # pylint: disable=global-statement
+  global _TASK, _AGGREGATOR, _GRID, _ROUNDS
+  global _CLIENTS, _EPSILON, _NUM_SEEDS, _DATA_DIR, _OUTPUT_DIR
+  _TASK = flags.DEFINE_enum('task', 'stackoverflow_lr', config_lib.TASKS,
+                            'Task.')
+  _AGGREGATOR = flags.DEFINE_string('aggregator', 'dp_fedavg',
+                                    'The aggregator to tune.')
+  _GRID = flags.DEFINE_string('grid', None, 'The grid (see the module doc).')
+  _ROUNDS = flags.DEFINE_integer('rounds', None, 'Rounds (task default).')
+  _CLIENTS = flags.DEFINE_integer('clients_per_round', None,
+                                  'Clients per round (task default).')
+  _EPSILON = flags.DEFINE_float('target_epsilon', 1.0, 'Privacy target.')
+  _NUM_SEEDS = flags.DEFINE_integer('num_seeds', 1, 'Seeds per setting.')
+  _DATA_DIR = flags.DEFINE_string('data_dir', 'data_cache', 'Data directory.')
+  _OUTPUT_DIR = flags.DEFINE_string('output_dir', 'output/tune',
+                                    'Where runs and the results go.')
+
+
 if __name__ == '__main__':
+  _define_flags()
   app.run(main)

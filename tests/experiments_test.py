@@ -105,8 +105,8 @@ class MissingDataTest(parameterized.TestCase):
 
 def _check_outputs(test, task_dir, records, rounds, target_epsilon):
   summary = json.load(open(os.path.join(task_dir, 'summary.json')))
-  test.assertEqual([r['aggregator'] for r in summary],
-                   [r['aggregator'] for r in records])
+  test.assertEqual([(r['aggregator'], r['seed']) for r in summary],
+                   [(r['aggregator'], r['seed']) for r in records])
   for record in summary:
     test.assertEqual(record['rounds'], rounds)
     test.assertBetween(record['final_metric'], 0.0, 1.0)
@@ -128,6 +128,68 @@ def _check_outputs(test, task_dir, records, rounds, target_epsilon):
   for name in ('metric_vs_round.png', 'metric_vs_communication.png',
                'epsilon_vs_round.png'):
     test.assertGreater(os.path.getsize(os.path.join(task_dir, name)), 1000)
+
+
+class MainJobPipelineTest(tf.test.TestCase):
+  """The main job's pipeline (`make run`) at a tiny size."""
+
+  def test_seeds_baselines_table_curves_and_tensorboard(self):
+    data_dir = self.create_tempdir().full_path
+    output_dir = self.create_tempdir().full_path
+    names = ['dp_rec', 'dp_fedavg', 'fedavg']
+    records = training.run_experiment(
+        task_name='stackoverflow_lr', aggregators=names, data_dir=data_dir,
+        output_dir=output_dir, rounds=3, clients_per_round=4, num_seeds=2,
+        seed=5, target_epsilon=8.0, eval_every=2, progress=False,
+        embedded_config=_TINY, print_fn=lambda *a: None)
+    task_dir = os.path.join(output_dir, 'stackoverflow_lr')
+    self.assertEqual([(r['aggregator'], r['seed']) for r in records],
+                     [(n, s) for n in names for s in (5, 6)])
+    _check_outputs(self, task_dir, records, 3, 8.0)
+    # The two seeds are different runs: sampling and initial model differ.
+    for name in names:
+      a, b = (r for r in records if r['aggregator'] == name)
+      self.assertNotEqual(a['final_metric'], b['final_metric'])
+    table = open(os.path.join(task_dir, 'table.md')).read()
+    for name in names:
+      row = next(line for line in table.splitlines()
+                 if line.startswith(f'| {name} |'))
+      self.assertRegex(row, r'\| \d+\.\d\d ± \d+\.\d\d \|')
+    task = tasks.create_task('stackoverflow_lr', data_dir,
+                             embedded_config=_TINY)
+    frequent = tasks.frequent_tags_recall_at_5(task)
+    self.assertIn(f'| frequent tags (5 most frequent) | {100 * frequent:.2f}',
+                  table)
+    self.assertIn('| initial model |', table)
+    with open(os.path.join(task_dir, 'table.csv')) as f:
+      rows = list(csv.DictReader(f))
+    self.assertEqual([r['aggregator'] for r in rows], names)
+    self.assertEqual({r['n_seeds'] for r in rows}, {'2'})
+    # Learning curves: rounds 0 (initial model), 2 (eval_every) and 3
+    # (final) for every aggregator and seed, cumulative bits growing.
+    with open(os.path.join(task_dir, 'curves.csv')) as f:
+      points = list(csv.DictReader(f))
+    for name in names:
+      for seed in ('5', '6'):
+        mine = [p for p in points
+                if p['aggregator'] == name and p['seed'] == seed]
+        self.assertEqual([int(p['round']) for p in mine], [0, 2, 3])
+        bits = [int(p['upload_bits']) + int(p['download_bits'])
+                for p in mine]
+        self.assertEqual(bits[0], 0)
+        self.assertLess(bits[1], bits[2])
+        if name != 'fedavg':
+          self.assertLessEqual(float(mine[-1]['epsilon']), 8.0)
+    # The initial model's point is the same model for every aggregator.
+    initial = {p['metric'] for p in points
+               if p['round'] == '0' and p['seed'] == '5'}
+    self.assertLen(initial, 1)
+    # TensorBoard event files, one folder per aggregator and seed.
+    for name in names:
+      for seed in (5, 6):
+        folder = os.path.join(task_dir, 'tensorboard', name, f'seed{seed}')
+        self.assertTrue(any('tfevents' in f for f in os.listdir(folder)),
+                        folder)
 
 
 class SmokeTest(tf.test.TestCase):
@@ -490,7 +552,7 @@ class ResumeTest(tf.test.TestCase):
     newest = os.path.join(output_dir, 'digits', 'dp_rec', 'seed0', 'checkpoints',
                           'round_4')
     data_files = [os.path.join(root, f) for root, _, files in os.walk(newest)
-                  for f in files if 'data' in f]
+                  for f in files]
     self.assertNotEmpty(data_files)
     for path in data_files:  # Flip bytes in the middle of the tensors.
       with open(path, 'r+b') as f:

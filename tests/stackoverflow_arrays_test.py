@@ -1,4 +1,4 @@
-"""The SO-LR arrays fast path equals TFF's preprocessing; tuning grid parsing."""
+"""The SO-LR arrays fast path equals TFF's preprocessing and evaluation."""
 
 import os
 
@@ -10,7 +10,6 @@ from tensorflow_federated.python.simulation.baselines.stackoverflow import tag_p
 from experiments import stackoverflow_arrays
 from experiments import stackoverflow_data
 from experiments import tasks
-from experiments import tune
 
 _TINY = dict(seed=5, train_clients=30, heldout_clients=6, test_clients=10,
              num_words=300, num_tags=30, num_topics=6, mean_examples=12.0,
@@ -130,29 +129,6 @@ def tff_splits(task):
   datasets = task.baseline.datasets
   return dict(train=datasets.train_data, heldout=datasets.validation_data,
               test=datasets.test_data)
-
-
-class TuneGridTest(tf.test.TestCase):
-
-  def test_blocks_are_products_in_order(self):
-    settings = tune.parse_grid(
-        'server_optimizer=sgdm server_lr=0.3,1 | server_optimizer=adam '
-        'server_lr=0.01 l2_clip=0.2,0.5')
-    self.assertEqual(settings, [
-        dict(server_optimizer='sgdm', server_lr=0.3),
-        dict(server_optimizer='sgdm', server_lr=1.0),
-        dict(server_optimizer='adam', server_lr=0.01, l2_clip=0.2),
-        dict(server_optimizer='adam', server_lr=0.01, l2_clip=0.5)])
-    self.assertEqual(tune.key(settings[0]),
-                     'server_lr=0.3 server_optimizer=sgdm')
-
-  def test_bad_grids_name_the_problem(self):
-    for text, message in (('', 'empty'), ('server_lr', 'name=v1'),
-                          ('server_lr=fast', "'fast' is not a number"),
-                          ('seed=1', "'seed' cannot be tuned"),
-                          ('server_lr=1 | ', 'empty block')):
-      with self.assertRaisesRegex(tune.GridError, message):
-        tune.parse_grid(text)
 
 
 if __name__ == '__main__':
