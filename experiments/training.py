@@ -1,8 +1,9 @@
 """The federated training loop shared by `experiments.run` and the tests.
 
-`run(config)` trains each aggregator of a `RunConfig` in turn, the way
-`tff.simulation.run_training_process` splits its loop: set up
-(`_start_aggregator`), resume (`_resume`), rounds (`_run_round`),
+`run(config)` trains each aggregator of a `RunConfig` in turn, for each of
+its seeds, the way `tff.simulation.run_training_process` splits its loop:
+calibrate and build once per aggregator (`_build_aggregator`), then per seed
+set up (`_start_seed`), resume (`_resume`), rounds (`_run_round`),
 evaluation, and the record (`_final_record`). Privacy spent is recorded in
 the `PrivacyLedger` before each round runs.
 """
