@@ -19,6 +19,7 @@ import base64
 import hashlib
 import json
 import os
+import tempfile
 import time
 from typing import Any, Callable, Optional
 
@@ -98,8 +99,9 @@ class NpzProgramStateManager(tff.program.FileProgramStateManager):
           arrays[f'{key}/{i:06d}'] = np.asarray(item)
       else:
         arrays[key] = np.asarray(value)
-    partial = f'{path}.partial{os.getpid()}'
-    os.makedirs(partial)
+    # A fresh name even if a killed process left a partial folder behind.
+    partial = tempfile.mkdtemp(dir=self._root_dir,
+                               prefix=f'{os.path.basename(path)}.partial')
     file_path = os.path.join(partial, _STATE_FILE)
     with open(file_path, 'wb') as f:
       np.savez(f, **arrays)
@@ -213,7 +215,7 @@ class RunCheckpointer:
 
   def _quarantine(self, version: int, error: Exception) -> None:
     path = os.path.join(self._dir, f'{_PREFIX}{version}')
-    target = f'{path}.corrupt{int(time.time())}'
+    target = f'{path}.corrupt{time.time_ns()}'
     self._print(f'warning: checkpoint {path} is corrupt or partial '
                 f'({type(error).__name__}: {error}); moved to {target}, '
                 'using the previous one.')

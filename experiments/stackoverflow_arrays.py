@@ -35,6 +35,7 @@ from experiments import stackoverflow_data
 CACHE_NAME = 'stackoverflow_arrays.npz'
 SPLITS = ('train', 'heldout', 'test')
 SHUFFLE_BUFFER = 1000  # TFF's stackoverflow constants.DEFAULT_SHUFFLE_BUFFER_SIZE
+_FORMAT = 2  # Bumped whenever the preprocessing changes (invalidates caches).
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,7 +100,7 @@ def load(data_dir: str, word_vocab, tag_vocab) -> dict:
   sqlite_path = os.path.join(data_dir, stackoverflow_data.SQLITE_NAME)
   stat = os.stat(sqlite_path)
   key = hashlib.sha256(json.dumps(
-      [stat.st_size, stat.st_mtime_ns, list(word_vocab),
+      [_FORMAT, stat.st_size, stat.st_mtime_ns, list(word_vocab),
        list(tag_vocab)]).encode()).hexdigest()
   cache_path = os.path.join(data_dir, CACHE_NAME)
   if os.path.exists(cache_path):
@@ -107,8 +108,8 @@ def load(data_dir: str, word_vocab, tag_vocab) -> dict:
       with np.load(cache_path, allow_pickle=False) as f:
         if str(f['key']) == key:
           return {s: _from_npz(f, s, len(word_vocab)) for s in SPLITS}
-    except (OSError, KeyError, ValueError):
-      pass  # A stale or damaged cache is rebuilt.
+    except Exception:  # pylint: disable=broad-except
+      pass  # A damaged cache (any error reading it) is rebuilt.
   splits = _build(sqlite_path, word_vocab, tag_vocab)
   arrays = {'key': np.array(key)}
   for name, split in splits.items():
@@ -130,8 +131,10 @@ def _from_npz(f, name, num_words):
 
 
 def _build(sqlite_path, word_vocab, tag_vocab) -> dict:
-  word_id = {w: i for i, w in enumerate(word_vocab)}
-  tag_id = {t: i for i, t in enumerate(tag_vocab)}
+  # Bytes throughout: tf.strings.split splits on ASCII whitespace only, as
+  # bytes.split() does (str.split() also splits on Unicode spaces).
+  word_id = {w.encode('utf-8'): i for i, w in enumerate(word_vocab)}
+  tag_id = {t.encode('utf-8'): i for i, t in enumerate(tag_vocab)}
   connection = sqlite3.connect(f'file:{sqlite_path}?mode=ro', uri=True)
   try:
     rows = connection.execute(
@@ -145,10 +148,9 @@ def _build(sqlite_path, word_vocab, tag_vocab) -> dict:
       continue
     feature = tf.train.Example.FromString(blob).features.feature
     text = (feature['tokens'].bytes_list.value[0] + b' ' +
-            feature['title'].bytes_list.value[0]).decode('utf-8')
+            feature['title'].bytes_list.value[0])
     words = [word_id[w] for w in text.split() if w in word_id]
-    tags = [tag_id[t] for t in
-            feature['tags'].bytes_list.value[0].decode('utf-8').split('|')
+    tags = [tag_id[t] for t in feature['tags'].bytes_list.value[0].split(b'|')
             if t in tag_id]
     grouped[split].setdefault(client_id, []).append((words, tags))
   return {s: _to_split(clients, len(word_vocab), len(tag_vocab))

@@ -260,14 +260,21 @@ def _evaluate_logistic_regression(task, model_weights, arrays, max_examples):
   if max_examples is not None:
     x, y = x[:max_examples], y[:max_examples]
   logits = x @ kernel + bias
-  # Keras' Recall(top_k=5): the 5 highest scores of each example are positive.
-  top = np.argpartition(-logits, 5, axis=1)[:, :5]
-  true_positives = float(np.take_along_axis(y, top, axis=1).sum())
-  recall = true_positives / max(float(y.sum()), 1.0)
-  # Keras' binary cross-entropy on probabilities: clipped to [1e-7, 1-1e-7].
-  p = np.clip(1.0 / (1.0 + np.exp(-logits.astype(np.float64))), 1e-7,
-              1 - 1e-7)
-  loss = -np.mean(y * np.log(p) + (1 - y) * np.log(1 - p), axis=1)
+  # Keras' Recall(top_k=5): the 5 highest float32 probabilities of each
+  # example are positive, ties to the lower index (tf.math.top_k), labels
+  # read as booleans.
+  probabilities = 1.0 / (1.0 + np.exp(-logits, dtype=np.float32))
+  top = np.argsort(-probabilities, axis=1, kind='stable')[:, :5]
+  positive = y > 0
+  true_positives = float(np.take_along_axis(positive, top, axis=1).sum())
+  recall = true_positives / max(float(positive.sum()), 1.0)
+  # Keras' binary_crossentropy on probabilities, in float32: TFF's
+  # forward_pass gets no logits from the model, so Keras clips to
+  # [1e-7, 1 - 1e-7] and adds 1e-7 inside the logs.
+  eps = np.float32(1e-7)
+  p = np.clip(probabilities, eps, np.float32(1) - eps)
+  loss = -np.mean(y * np.log(p + eps) + (1 - y) * np.log(1 - p + eps),
+                  axis=1, dtype=np.float64)
   return {task.metric: recall, 'loss': float(loss.mean()),
           'num_examples': len(x)}
 
