@@ -19,8 +19,10 @@ $(STAMP): requirements.txt
 run: setup
 	$(PY) -m experiments.run --task=stackoverflow_lr
 
+# The timeout (TERM, then KILL a minute later) bounds the suite; TFF's
+# worker_binary processes die with pytest (experiments/worker_reaper.py).
 test: setup
-	timeout 3000 $(PY) -m pytest -q tests
+	timeout --kill-after=60 3000 $(PY) -m pytest -q tests
 
 bench: setup
 	$(PY) -m experiments.bench codec

@@ -23,6 +23,7 @@ from absl import flags
 import tensorflow as tf  # pylint: disable=unused-import
 
 from experiments import config as config_lib
+from experiments import report
 
 
 
@@ -46,18 +47,11 @@ def summarize(points) -> list[dict]:
   """Rows (aggregator, target, spent, seeds, mean, se) of (target, records)."""
   rows = []
   for target, records in points:
-    by_name = {}
-    for r in records:
-      by_name.setdefault(r['aggregator'], []).append(r)
-    for name, runs in by_name.items():
-      values = [r['final_metric'] for r in runs]
-      n = len(values)
-      mean = sum(values) / n
-      se = (math.sqrt(sum((v - mean)**2 for v in values) / (n - 1) / n)
-            if n > 1 else None)
+    for name, runs in report.group_by_aggregator(records).items():
+      mean, se = report.mean_se([r['final_metric'] for r in runs])
       rows.append(dict(aggregator=name, target_epsilon=target,
-                       epsilon=max(r['epsilon'] for r in runs), seeds=n,
-                       mean=mean, se=se))
+                       epsilon=max(r['epsilon'] for r in runs),
+                       seeds=len(runs), mean=mean, se=se))
   return rows
 
 

@@ -66,8 +66,8 @@ def summarize(records: Sequence[dict]) -> list[dict]:
     A list of dicts keyed by `SUMMARY_COLUMNS`.
   """
   rows = []
-  for name, runs in _group(records).items():
-    mean, se = _mean_se([r['final_metric'] for r in runs])
+  for name, runs in group_by_aggregator(records).items():
+    mean, se = mean_se([r['final_metric'] for r in runs])
     upload = statistics.fmean(r['upload_bits_total'] for r in runs)
     download = statistics.fmean(r['download_bits_total'] for r in runs)
     rows.append(dict(
@@ -170,7 +170,7 @@ def communication_ratios(records: Sequence[dict],
   Bits per client-round are averaged over each aggregator's seeds first.
   """
   per_client = {}
-  for name, runs in _group(records).items():
+  for name, runs in group_by_aggregator(records).items():
     bits = [(r['upload_bits_total'] + r['download_bits_total'])
             / (r['rounds'] * r['clients_per_round'])
             for r in runs if r['rounds'] * r['clients_per_round']]
@@ -224,7 +224,7 @@ def write_curves(output_dir: str, curves: dict,
     The path of curves.csv (columns `CURVE_COLUMNS`; None written as '').
   """
   path = os.path.join(output_dir, 'curves.csv')
-  grouped = _group(records or [])
+  grouped = group_by_aggregator(records or [])
   with open(path, 'w', newline='') as f:
     writer = csv.writer(f)
     writer.writerow(CURVE_COLUMNS)
@@ -314,7 +314,7 @@ def write_plots(output_dir: str, records: Sequence[dict], curves: dict,
   return paths
 
 
-def _group(records: Sequence[dict]) -> dict:
+def group_by_aggregator(records: Sequence[dict]) -> dict:
   """Aggregator -> its records, in first-appearance order."""
   grouped = {}
   for r in records:
@@ -322,7 +322,7 @@ def _group(records: Sequence[dict]) -> dict:
   return grouped
 
 
-def _mean_se(values: Sequence[float]) -> tuple:
+def mean_se(values: Sequence[float]) -> tuple:
   """(mean, standard error of the mean), SE None for a single value."""
   mean = statistics.fmean(values)
   if len(values) < 2:
@@ -407,7 +407,7 @@ def _series(seed_curves: Sequence[list], y_fn: Callable,
         x_fn(p) for p in points]
     if None in ys or None in xs:
       continue
-    mean, se = _mean_se(ys)
+    mean, se = mean_se(ys)
     series.append((statistics.fmean(xs), mean, se or 0.0))
   return series
 

@@ -63,8 +63,7 @@ class SplitArrays:
     lengths = np.diff(self.word_offsets[first:last + 1])
     rows = np.repeat(np.arange(n), lengths)
     np.add.at(x, (rows, self.word_ids[lo:hi]), 1.0)
-    with np.errstate(invalid='ignore', divide='ignore'):
-      x /= np.maximum(lengths, 1)[:, None]
+    x /= np.maximum(lengths, 1)[:, None]  # No in-vocabulary word: zeros.
     return x, self.tags[first:last].astype(np.float32)
 
   def client_dense(self, index: int) -> tuple:

@@ -115,8 +115,9 @@ class Task:
 # the paper used for SO-LR; server Adam learned nothing at epsilon 1
 # (docs/EXPERIMENTS.md has the tuning grid, run on the validation split).
 # Non-private FedAvg: server Adam 0.03 (SGD with momentum 0.9 at rate 1.0
-# saturates the biases on unclipped updates: it ends at the frequent tags). TFF's SO-LR model sums its
-# loss over the batch; client SGD 1.0 keeps the biases from saturating. DP-REC
+# saturates the biases on unclipped updates: it ends at the frequent tags).
+# TFF's SO-LR model sums its loss over the batch; client SGD 1.0 keeps the
+# biases from saturating. DP-REC
 # sends one group of 4 bits: its sound accounting gives a larger clip ratio
 # for fewer bits (c = 0.88 at epsilon 1 against 0.72 for 8 bits), and a
 # clipped update carries at most c^2 / 2 = 0.4 nats, far below 4 bits.

@@ -502,21 +502,23 @@ def _run_round(run_, progress, state, round_num):
   return output.state, row
 
 
-def _evaluate_point(run_, progress, state, round_num,
-                    max_examples='config') -> float:
+def _evaluate_point(run_, progress, state, round_num) -> float:
   """Evaluates `state`'s model; appends a point to the learning curve."""
-  if max_examples == 'config':
-    max_examples = run_.config.eval_examples
   weights = run_.process.get_model_weights(state)
   metric = tasks_lib.evaluate(
-      run_.task, weights, max_examples=max_examples,
+      run_.task, weights, max_examples=run_.config.eval_examples,
       split=run_.config.eval_split)[run_.task.metric]
   progress.last_metric = metric
-  progress.curve.append(dict(
-      round=round_num, metric=metric,
-      epsilon=progress.epsilon if run_.plan.private else None,
-      upload_bits=progress.upload_bits, download_bits=progress.download_bits))
+  progress.curve.append(_curve_point(run_, progress, round_num, metric))
   return metric
+
+
+def _curve_point(run_, progress, round_num, metric) -> dict:
+  """A learning-curve point: metric, epsilon and cumulative bits so far."""
+  return dict(round=round_num, metric=metric,
+              epsilon=progress.epsilon if run_.plan.private else None,
+              upload_bits=progress.upload_bits,
+              download_bits=progress.download_bits)
 
 
 def _final_record(run_, progress, state) -> dict:
@@ -527,12 +529,13 @@ def _final_record(run_, progress, state) -> dict:
   final = tasks_lib.evaluate(task, run_.process.get_model_weights(state),
                              split=config.eval_split)
   final_metric = final[task.metric]
-  if not progress.curve or progress.curve[-1]['round'] != progress.completed:
-    progress.curve.append(dict(
-        round=progress.completed, metric=final_metric,
-        epsilon=progress.epsilon if plan.private else None,
-        upload_bits=progress.upload_bits,
-        download_bits=progress.download_bits))
+  # The last point is the final evaluation (whole split), also when the
+  # budget stopped the run right after an intermediate evaluation.
+  point = _curve_point(run_, progress, progress.completed, final_metric)
+  if progress.curve and progress.curve[-1]['round'] == progress.completed:
+    progress.curve[-1] = point
+  else:
+    progress.curve.append(point)
   record = records.RunRecord(
       task=task.name, aggregator=plan.name, data_source=task.data_source,
       metric=task.metric, metric_label=task.metric_label,

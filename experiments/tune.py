@@ -132,6 +132,7 @@ def main(argv):
         data_dir=_DATA_DIR.value, output_dir=_OUTPUT_DIR.value,
         rounds=_ROUNDS.value, clients_per_round=_CLIENTS.value,
         target_epsilon=_EPSILON.value, num_seeds=_NUM_SEEDS.value,
+        # Scored by the final evaluation only: no intermediate ones.
         eval_split='validation', eval_every=10**6, progress=False)
   except (GridError, TypeError, ValueError) as e:
     print(f'error: {e}', file=sys.stderr)
