@@ -31,6 +31,9 @@ class RunConfig:
   grouping: Any = None
   noise_stddev: Optional[float] = None
   l2_clip: Optional[float] = None
+  # DP-FedAvg only: this noise multiplier z instead of the one calibrated to
+  # target_epsilon (its epsilon must still be within target_epsilon).
+  noise_multiplier: Optional[float] = None
   target_epsilon: float = 1.0
   delta: Optional[float] = None
   seed: int = 0
@@ -77,7 +80,8 @@ class RunConfig:
     _check_int(self.workers, 'workers', minimum=0)
     _check_int(self.insecure_test_seed, 'insecure_test_seed', minimum=None,
                optional=True)
-    for name in ('noise_stddev', 'l2_clip', 'client_lr', 'server_lr'):
+    for name in ('noise_stddev', 'l2_clip', 'noise_multiplier', 'client_lr',
+                 'server_lr'):
       _check_positive(getattr(self, name), name, optional=True)
     _check_positive(self.target_epsilon, 'target_epsilon')
     if self.delta is not None:
@@ -108,6 +112,11 @@ class RunConfig:
         self.grouping not in ('tensor', 'network')):
       raise ValueError("grouping must be 'tensor', 'network' or an int, "
                        f'found {self.grouping!r}.')
+    if self.noise_multiplier is not None and (
+        'dp_fedavg' not in self.aggregators):
+      raise ValueError(
+          f'noise_multiplier={self.noise_multiplier!r} applies to dp_fedavg '
+          f'only, which is not in aggregators={",".join(self.aggregators)}.')
     if self.workers:
       refused = [a for a in self.aggregators
                  if plans.get(a).needs_test_context]

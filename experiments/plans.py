@@ -26,6 +26,7 @@ class PlanSetting:
   grouping: Any
   noise_stddev: float
   l2_clip: float
+  noise_multiplier: Optional[float] = None  # DP-FedAvg: fixed, not calibrated.
   record_messages: bool = False
   accounting: str = 'sound'
   insecure_test_seed: Optional[int] = None
@@ -162,11 +163,25 @@ def _build_rec(spec, s):
 
 
 def _build_dp_fedavg(spec, s):
-  """DP-FedAvg with fixed clip and noise (McMahan et al. 2018)."""
+  """DP-FedAvg with fixed clip and noise (McMahan et al. 2018).
+
+  The noise multiplier is calibrated to the target, or `s.noise_multiplier`
+  when given (its epsilon must be within the target).
+  """
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
   from tff_dprec import accounting  # pylint: disable=g-import-not-at-top
-  z = accounting.calibrate_dp_fedavg_noise(
-      target_epsilon=s.target_epsilon, rounds=s.rounds, **s.common)
+  if s.noise_multiplier is None:
+    z = accounting.calibrate_dp_fedavg_noise(
+        target_epsilon=s.target_epsilon, rounds=s.rounds, **s.common)
+  else:
+    z = s.noise_multiplier
+    epsilon = accounting.dp_fedavg_epsilon(noise_multiplier=z,
+                                           rounds=s.rounds, **s.common)
+    if epsilon > s.target_epsilon:
+      raise ValueError(
+          f'noise_multiplier={z} gives epsilon={epsilon:.6g} after '
+          f'{s.rounds} rounds, above target_epsilon={s.target_epsilon}; '
+          'raise one of them.')
   factory = tff.aggregators.DifferentiallyPrivateFactory.gaussian_fixed(
       noise_multiplier=z, clients_per_round=s.clients_per_round,
       clip=s.l2_clip)

@@ -411,6 +411,43 @@ class PrivacyOfTheTrainingProcessTest(tf.test.TestCase):
     self.assertTrue(any(np.issubdtype(d, np.floating) for d in dtypes))
 
 
+class FixedNoiseMultiplierTest(tf.test.TestCase):
+  """DP-FedAvg at a given noise multiplier (the local-DP comparison)."""
+
+  _SETTING = dict(value_type=tff.to_type([tff.TensorType(np.float32, [3])]),
+                  population=100, clients_per_round=10, rounds=5, delta=1e-3,
+                  bits=7, grouping='tensor', noise_stddev=0.1, l2_clip=0.3)
+
+  def test_given_noise_is_used_and_its_epsilon_reported(self):
+    from tff_dprec import accounting  # pylint: disable=g-import-not-at-top
+    plan = plans.plan('dp_fedavg', target_epsilon=50.0, noise_multiplier=0.9,
+                      **self._SETTING)
+    self.assertEqual(plan.params['noise_multiplier'], 0.9)
+    self.assertEqual(plan.epsilon_after(5), accounting.dp_fedavg_epsilon(
+        noise_multiplier=0.9, population=100, clients_per_round=10, rounds=5,
+        delta=1e-3))
+    calibrated = plans.plan('dp_fedavg', target_epsilon=50.0,
+                            **self._SETTING)
+    self.assertLess(calibrated.params['noise_multiplier'], 0.9)
+
+  def test_noise_above_the_budget_is_refused(self):
+    with self.assertRaisesRegex(ValueError,
+                                r'noise_multiplier=0.5 gives epsilon=.*'
+                                r'above target_epsilon=1.0'):
+      plans.plan('dp_fedavg', target_epsilon=1.0, noise_multiplier=0.5,
+                 **self._SETTING)
+
+  def test_config_refuses_it_without_dp_fedavg(self):
+    from experiments import config as config_lib  # pylint: disable=g-import-not-at-top
+    with self.assertRaisesRegex(ValueError,
+                                r'noise_multiplier=1.5 applies to dp_fedavg'):
+      config_lib.RunConfig(task='digits', aggregators=('dp_rec',),
+                           noise_multiplier=1.5)
+    with self.assertRaisesRegex(ValueError, 'noise_multiplier must be'):
+      config_lib.RunConfig(task='digits', aggregators=('dp_fedavg',),
+                           noise_multiplier=-1.0)
+
+
 class CheckpointEncodingTest(tf.test.TestCase):
 
   def test_exact_round_trip(self):
