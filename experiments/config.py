@@ -34,6 +34,9 @@ class RunConfig:
   # DP-FedAvg only: this noise multiplier z instead of the one calibrated to
   # target_epsilon (its epsilon must still be within target_epsilon).
   noise_multiplier: Optional[float] = None
+  # DP-REC only: this clip ratio c = l2_clip / noise_stddev instead of the
+  # one calibrated to target_epsilon (its epsilon must be within it).
+  clip_ratio: Optional[float] = None
   target_epsilon: float = 1.0
   delta: Optional[float] = None
   seed: int = 0
@@ -80,8 +83,8 @@ class RunConfig:
     _check_int(self.workers, 'workers', minimum=0)
     _check_int(self.insecure_test_seed, 'insecure_test_seed', minimum=None,
                optional=True)
-    for name in ('noise_stddev', 'l2_clip', 'noise_multiplier', 'client_lr',
-                 'server_lr'):
+    for name in ('noise_stddev', 'l2_clip', 'noise_multiplier', 'clip_ratio',
+                 'client_lr', 'server_lr'):
       _check_positive(getattr(self, name), name, optional=True)
     _check_positive(self.target_epsilon, 'target_epsilon')
     if self.delta is not None:
@@ -112,11 +115,13 @@ class RunConfig:
         self.grouping not in ('tensor', 'network')):
       raise ValueError("grouping must be 'tensor', 'network' or an int, "
                        f'found {self.grouping!r}.')
-    if self.noise_multiplier is not None and (
-        'dp_fedavg' not in self.aggregators):
-      raise ValueError(
-          f'noise_multiplier={self.noise_multiplier!r} applies to dp_fedavg '
-          f'only, which is not in aggregators={",".join(self.aggregators)}.')
+    for name, aggregator in (('noise_multiplier', 'dp_fedavg'),
+                             ('clip_ratio', 'dp_rec')):
+      if getattr(self, name) is not None and (
+          aggregator not in self.aggregators):
+        raise ValueError(
+            f'{name}={getattr(self, name)!r} applies to {aggregator} only, '
+            f'which is not in aggregators={",".join(self.aggregators)}.')
     if self.workers:
       refused = [a for a in self.aggregators
                  if plans.get(a).needs_test_context]

@@ -27,6 +27,7 @@ class PlanSetting:
   noise_stddev: float
   l2_clip: float
   noise_multiplier: Optional[float] = None  # DP-FedAvg: fixed, not calibrated.
+  clip_ratio: Optional[float] = None  # DP-REC: fixed, not calibrated.
   record_messages: bool = False
   accounting: str = 'sound'
   insecure_test_seed: Optional[int] = None
@@ -131,9 +132,14 @@ def _build_rec(spec, s):
   if spec.private:
     message = dict(bits=s.bits, num_groups=num_groups,
                    accounting=s.accounting)
-    c = accounting.calibrate_clip_ratio(
-        target_epsilon=s.target_epsilon, rounds=s.rounds, **message,
-        **s.common)
+    if s.clip_ratio is None:
+      c = accounting.calibrate_clip_ratio(
+          target_epsilon=s.target_epsilon, rounds=s.rounds, **message,
+          **s.common)
+    else:
+      c = s.clip_ratio
+      _check_within_budget('clip_ratio', c, accounting.dp_rec_epsilon(
+          clip_ratio=c, rounds=s.rounds, **message, **s.common), s)
     clip = c * s.noise_stddev
     params = dict(params, clip_ratio=c, l2_clip=clip,
                   accounting=s.accounting)
@@ -165,8 +171,8 @@ def _build_rec(spec, s):
 def _build_dp_fedavg(spec, s):
   """DP-FedAvg with fixed clip and noise (McMahan et al. 2018).
 
-  The noise multiplier is calibrated to the target, or `s.noise_multiplier`
-  when given (its epsilon must be within the target).
+  The noise multiplier is calibrated to the target, or is
+  `s.noise_multiplier` when given (its epsilon must be within the target).
   """
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
   from tff_dprec import accounting  # pylint: disable=g-import-not-at-top
@@ -175,13 +181,8 @@ def _build_dp_fedavg(spec, s):
         target_epsilon=s.target_epsilon, rounds=s.rounds, **s.common)
   else:
     z = s.noise_multiplier
-    epsilon = accounting.dp_fedavg_epsilon(noise_multiplier=z,
-                                           rounds=s.rounds, **s.common)
-    if epsilon > s.target_epsilon:
-      raise ValueError(
-          f'noise_multiplier={z} gives epsilon={epsilon:.6g} after '
-          f'{s.rounds} rounds, above target_epsilon={s.target_epsilon}; '
-          'raise one of them.')
+    _check_within_budget('noise_multiplier', z, accounting.dp_fedavg_epsilon(
+        noise_multiplier=z, rounds=s.rounds, **s.common), s)
   factory = tff.aggregators.DifferentiallyPrivateFactory.gaussian_fixed(
       noise_multiplier=z, clients_per_round=s.clients_per_round,
       clip=s.l2_clip)
@@ -238,6 +239,15 @@ def _build_ddgauss(spec, s):
       download_bits_per_client=_full_model_bits(s.value_type),
       needs_test_context=True, epsilon_after=epsilon_after,
       accounting='ddgauss_rdp_zhu_wang')
+
+
+def _check_within_budget(name, value, epsilon, s):
+  """A fixed (not calibrated) parameter must keep epsilon within target."""
+  if epsilon > s.target_epsilon:
+    raise ValueError(
+        f'{name}={value} gives epsilon={epsilon:.6g} after {s.rounds} '
+        f'rounds, above target_epsilon={s.target_epsilon}; change one of '
+        'them.')
 
 
 def _build_fedavg(spec, s):

@@ -133,7 +133,7 @@ def markdown_table(records: Sequence[dict],
         f"{row['downlink'] or 'full'} | {row['upload_gb']:.4g} | "
         f"{row['download_gb']:.4g} | {row['total_gb']:.4g} | "
         f"{row['seconds_per_round']:.2f} |")
-  for name, value in _baselines(context):
+  for name, value in baselines(context):
     lines.append(f'| {name} | {100 * value:.2f} |' + ' - |' * 9)
   lines.append('')
   lines.append(f'{label}: mean ± standard error over seeds (sample standard '
@@ -270,7 +270,7 @@ def write_plots(output_dir: str, records: Sequence[dict], curves: dict,
   names = list(dict.fromkeys([r['aggregator'] for r in records] +
                              list(curves)))
   seed_curves = {n: [c for c in curves.get(n, []) if c] for n in names}
-  baselines = list(_baselines(context or {}))
+  references = list(baselines(context or {}))
   private = [n for n in names if any(
       p.get('epsilon') is not None and p['round'] > 0
       for c in seed_curves[n] for p in c)]
@@ -291,7 +291,7 @@ def write_plots(output_dir: str, records: Sequence[dict], curves: dict,
       _draw_line(ax, name, seed_curves[name], x_fn, y_fn, names.index(name),
                  shown.index(name) if is_epsilon else 0)
     if not is_epsilon:
-      for (base, value), color in zip(baselines, ('black', '0.5')):
+      for (base, value), color in zip(references, ('black', '0.5')):
         ax.axhline(100 * value, linestyle='--', linewidth=1, color=color,
                    label=base)
     if x_fn is _communication_gb:
@@ -351,7 +351,7 @@ def _metric_cell(row: dict) -> str:
   return f"{100 * row['metric_mean']:.2f} ± {100 * row['metric_se']:.2f}"
 
 
-def _baselines(context: dict):
+def baselines(context: dict):
   """(label, metric) of the baselines present in `context`."""
   for key, name in (('frequent_tags', FREQUENT_TAGS_LABEL),
                     ('initial_metric', INITIAL_MODEL_LABEL)):

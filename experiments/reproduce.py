@@ -10,7 +10,7 @@ noise_multiplier, total_comm or metric; `basis` says how `ours` was obtained,
 paper's Table 1 with our number beside each paper number and why they differ,
 then the details of each part.
 
-Parts. The default, `privacy,communication`, needs no data and no training:
+Parts (the default is all four):
 * privacy: for every DP-REC and DP-FedAvg setting of the paper's Appendix C,
   epsilon at the paper's c (DP-REC) or z (DP-FedAvg) under the paper's
   accounting (Theorem 1 with total_bits = M b; the classic RDP conversion)
@@ -25,15 +25,14 @@ Parts. The default, `privacy,communication`, needs no data and no training:
   counts rows only); the same draws then go through `size_only_traffic`,
   equal to HistoryServer for the library's protocol, to show each protocol
   choice as its own column.
-* utility and ablations (opt-in, NOT in the default set): they train with
-  `experiments.training.run_experiment` for several seeds on the data in
-  --data_dir (tasks without data are reported as such). They are heavy at
-  the paper's sizes and have not been run at full size; `--quick` runs them
-  at toy sizes only to exercise the code path.
+* utility and ablations train (`experiments.reproduce_training`), on the
+  data available here (digits for MNIST, the embedded StackOverflow data;
+  the real tasks when their files are in --data_dir) with the experiments'
+  per-run budget, not the paper's rounds.
 
 --quick gives a version for the tests (seconds): privacy for MNIST without
 calibration, communication at full scale with one sampling seed, and toy
-utility/ablation runs when those parts are asked for.
+training runs on tiny embedded data.
 
 Every number attributed to the paper comes from `PAPER`, one entry per
 number with the line of shared/paper/dp-rec.tex it is printed on
@@ -43,7 +42,6 @@ number with the line of shared/paper/dp-rec.tex it is printed on
 import argparse
 import dataclasses
 import functools
-import inspect
 import json
 import math
 import os
@@ -62,7 +60,7 @@ from tff_dprec import rec
 from tff_dprec.aggregators import dp_rec
 
 PARTS = ('privacy', 'communication', 'utility', 'ablations')
-DEFAULT_PARTS = ('privacy', 'communication')
+DEFAULT_PARTS = PARTS
 TASKS = ('mnist', 'femnist', 'shakespeare', 'stackoverflow_lr')
 QUANTITIES = ('epsilon', 'clip_ratio', 'noise_multiplier', 'total_comm',
               'metric')
@@ -1022,132 +1020,9 @@ def privacy_cells(config: ReproduceConfig, log) -> list:
 # ---------------------------------------------------------------------------
 # Utility and ablations (opt-in; training).
 
-# The experiments' task and aggregator names.
-EXPERIMENT_TASKS = {'mnist': 'mnist', 'femnist': 'emnist',
-                    'shakespeare': 'shakespeare',
-                    'stackoverflow_lr': 'stackoverflow_lr'}
+# The experiments' aggregator names (experiments.reproduce_training trains).
 AGGREGATORS = {DP_REC: 'dp_rec', DP_FEDAVG: 'dp_fedavg', DDG16: 'ddgauss16',
                DDG12: 'ddgauss12', FEDAVG: 'fedavg', REC: 'rec'}
-# --quick: toy runs on tiny embedded StackOverflow data (code path only).
-QUICK_TRAINING = dict(rounds=2, clients_per_round=4, eval_every=10,
-                      embedded_config=dict(
-                          seed=3, train_clients=40, heldout_clients=5,
-                          test_clients=15, num_words=300, num_tags=30,
-                          num_topics=6, mean_examples=12.0,
-                          std_examples=30.0, max_examples=200))
-
-
-def _train(config, task, method, epsilon, seed, modes=('paper', 'sound'),
-           **overrides):
-  """(final metric in %, data source) of one run, or (None, why).
-
-  DP-REC's accounting is the first of `modes` that reaches delta.
-  """
-  from experiments import tasks  # pylint: disable=g-import-not-at-top
-  from experiments import training  # pylint: disable=g-import-not-at-top
-  run_dir = os.path.join(config.output_dir, 'runs', task, method,
-                         f'eps{epsilon}', f'seed{seed}')
-  kwargs = dict(task_name=EXPERIMENT_TASKS[task],
-                aggregators=[AGGREGATORS[method]], data_dir=config.data_dir,
-                seed=seed, progress=False, print_fn=lambda *a: None)
-  if epsilon is not None:
-    kwargs['target_epsilon'] = float(epsilon)
-  if config.quick:
-    # Its own data directory: the tiny data must not replace data_cache's.
-    kwargs.update(QUICK_TRAINING,
-                  data_dir=os.path.join(config.output_dir, 'quick_data'))
-    overrides.pop('rounds', None)
-  kwargs.update(overrides)
-  # HEAD's run_experiment names it accounting_mode, the refactor accounting.
-  params = inspect.signature(training.run_experiment).parameters
-  key = 'accounting_mode' if 'accounting_mode' in params else 'accounting'
-  # The paper's accounting reproduces its clip ratios; where its overhead
-  # exceeds delta (SO-LR at 42 bits), the sound one.
-  for mode in modes:
-    try:
-      records = training.run_experiment(
-          output_dir=os.path.join(run_dir, mode), **{key: mode}, **kwargs)
-      break
-    except accounting.OverheadExceedsDeltaError:
-      continue
-    except tasks.MissingDataError as e:
-      return None, f'no data: {e}'
-  record = records[0]
-  accounting_name = record.get('accounting')
-  return 100.0 * record['final_metric'], (
-      f"{record['data_source']} data, " +
-      (f'{accounting_name} accounting' if accounting_name else 'no DP'))
-
-
-def _metric_cell(config, task, method, epsilon, basis, **overrides):
-  """Mean and standard error over seeds (--quick keeps its toy rounds)."""
-  values, source = [], ''
-  seeds = (min(2, config.training_seeds) if config.quick else
-           config.training_seeds)
-  for seed in range(seeds):
-    value, source = _train(config, task, method, epsilon, seed, **overrides)
-    if value is None:
-      return _cell(task, method, epsilon, 'metric', None, basis, source)
-    values.append(value)
-  stderr = (float(np.std(values, ddof=1) / math.sqrt(len(values)))
-            if len(values) > 1 else float('nan'))
-  note = (f'{source}; mean +- standard error over {len(values)} seeds: '
-          f'{np.mean(values):.2f} +- {stderr:.2f}.')
-  if config.quick:
-    note = 'TOY RUN (--quick), not comparable. ' + note
-  return _cell(task, method, epsilon, 'metric', float(np.mean(values)),
-               basis, note)
-
-
-def utility_cells(config: ReproduceConfig, log) -> list:
-  """Table 1's accuracies, on the data we have (several seeds).
-
-  DP-REC runs the paper's DP-REC rounds (4k on FEMNIST); the rest the
-  experiments' task defaults (the paper's for MNIST, FEMNIST, Shakespeare).
-  """
-  tasks = ('stackoverflow_lr',) if config.quick else TASKS
-  methods = (DP_REC, DP_FEDAVG) if config.quick else (
-      DP_REC, DP_FEDAVG, DDG16, DDG12)
-  cells = []
-  for entry in PAPER:
-    if entry.quantity != 'metric' or entry.task not in tasks or (
-        entry.method not in methods):
-      continue
-    overrides = {}
-    if entry.method == DP_REC:
-      overrides['rounds'] = _paper_int(entry.task, 'rounds', DP_REC)
-    cells.append(_metric_cell(config, entry.task, entry.method,
-                              entry.epsilon, 'training with the experiments',
-                              **overrides))
-    log(f'utility {entry.task} {entry.method} epsilon={entry.epsilon}')
-  return cells
-
-
-def ablation_cells(config: ReproduceConfig, log) -> list:
-  """The bit-width ablation (DP-REC, epsilon = 3) and Table 4's no-DP runs.
-
-  FEMNIST (4k rounds for Table 4); --quick: toy StackOverflow runs. The
-  paper's "no compression" variant has no aggregator here. Sound accounting
-  for every width, so c is recalibrated per width (the paper kept the Renyi
-  bound fixed).
-  """
-  task = 'stackoverflow_lr' if config.quick else 'femnist'
-  rounds = _paper_int('femnist', 'rounds_compression_only')
-  cells = []
-  for bits in ((6, 7) if config.quick else (4, 5, 6, 7)):
-    # One accounting for every width (the paper's overhead grows as bits
-    # shrink); c is calibrated per width, where the paper fixed it.
-    cell = _metric_cell(config, task, DP_REC, 3, f'ablation: {bits} bits per '
-                        'group, epsilon = 3', modes=('sound',), bits=bits)
-    cell.paper = None  # The paper plots this ablation without numbers.
-    cells.append(cell)
-    log(f'ablation {task} bits={bits}')
-  for method in (FEDAVG, REC):
-    cells.append(_metric_cell(config, task, method, None,
-                              'ablation: compression only (no DP)',
-                              rounds=rounds))
-    log(f'ablation {task} {method}')
-  return cells
 
 
 # ---------------------------------------------------------------------------
@@ -1187,9 +1062,11 @@ def _table1_markdown(cells) -> list:
   for entry in PAPER:
     if not in_table1(entry):
       continue
-    match = [c for c in cells
-             if (c.task, c.method, c.epsilon, c.quantity) ==
-             (entry.task, entry.method, entry.epsilon, entry.quantity)]
+    # The first cell with a number (a task without data has none).
+    match = sorted((c for c in cells
+                    if (c.task, c.method, c.epsilon, c.quantity) ==
+                    (entry.task, entry.method, entry.epsilon, entry.quantity)),
+                   key=lambda c: c.ours is None)
     row = ('Comm.' if entry.quantity == 'total_comm' else
            f'Acc. (eps = {entry.epsilon:g})')
     if match:
@@ -1198,7 +1075,7 @@ def _table1_markdown(cells) -> list:
                    f'{entry.value:g} | {_fmt(cell.ours)} | {_ratio(cell)} | '
                    f'{cell.basis}. {cell.note} |')
     else:
-      why = ('not run: training (--part=utility, opt-in)'
+      why = ('not run: training (--part=utility)'
              if entry.quantity == 'metric' else 'not computed')
       lines.append(f'| {entry.task} | {entry.method} | {row} | '
                    f'{entry.value:g} | - | - | {why} |')
@@ -1317,8 +1194,9 @@ def _ratios_markdown(cells) -> list:
   return lines
 
 
-def render_markdown(config, cells, runs, seconds) -> str:
+def render_markdown(config, cells, runs, seconds, ablations=None) -> str:
   """REPRODUCTION.md."""
+  from experiments import reproduce_training  # pylint: disable=g-import-not-at-top
   by_part = {p: [c for c in cells if _part_of(c) == p] for p in PARTS}
   lines = ['# Reproducing DP-REC\'s Table 1', '',
            f'`python -m experiments.reproduce --output_dir={config.output_dir}'
@@ -1345,44 +1223,68 @@ def render_markdown(config, cells, runs, seconds) -> str:
     lines += _cells_markdown(
         'Communication', ['At the paper\'s N, B and T (GiB).'],
         by_part['communication'])
+  intros = {
+      'utility': ['**Not the paper\'s datasets, nor its rounds**: digits '
+                  'stands in for MNIST and the embedded StackOverflow data '
+                  'for TFF\'s; each run has the experiments\' budget '
+                  '(`experiments.tasks` defaults), not the paper\'s 1000 to '
+                  '4000 rounds. DP-REC uses the sound accounting. `ours` is '
+                  'the mean over seeds; the note gives the standard error '
+                  'and each seed.'],
+      'ablations': ['On the embedded StackOverflow data (the paper used '
+                    'FEMNIST), with the experiments\' budget per run.'] +
+                   [''] + reproduce_training.markdown(ablations)}
   for part in ('utility', 'ablations'):
     if part in config.parts:
-      lines += _cells_markdown(part.capitalize(), [], by_part[part])
+      lines += _cells_markdown(part.capitalize(), intros[part],
+                               by_part[part])
     else:
       lines += [f'## {part.capitalize()}', '',
-                f'Not run: `--part={part}` trains (opt-in; heavy at the '
-                'paper\'s sizes on this machine).', '']
+                f'Not run: `--part={part}` trains.', '']
   return '\n'.join(lines)
 
 
 def _part_of(cell) -> str:
+  if cell.basis.startswith('ablation'):
+    return 'ablations'
   if cell.quantity == 'total_comm':
     return 'communication'
   if cell.quantity == 'metric':
-    return 'ablations' if cell.basis.startswith('ablation') else 'utility'
+    return 'utility'
   return 'privacy'
 
 
 def reproduce(config: ReproduceConfig, log=print) -> list:
   """Runs the selected parts; writes reproduce.json and REPRODUCTION.md."""
+  from experiments import reproduce_training  # pylint: disable=g-import-not-at-top
   os.makedirs(config.output_dir, exist_ok=True)
-  cells, runs, seconds = [], {}, {}
-  builders = {'privacy': privacy_cells, 'utility': utility_cells,
-              'ablations': ablation_cells}
+  cells, runs, seconds, ablations = [], {}, {}, None
   for part in PARTS:
     if part not in config.parts:
       continue
     start = time.time()
-    if part == 'communication':
+    if part == 'privacy':
+      part_cells = privacy_cells(config, log)
+    elif part == 'communication':
       part_cells, runs = communication_cells(config, log)
+    elif part == 'utility':
+      part_cells = reproduce_training.utility_cells(config, log)
     else:
-      part_cells = builders[part](config, log)
+      part_cells, ablations = reproduce_training.ablation_cells(config, log)
+      reproduce_training.write_plots(config.output_dir, ablations)
     cells.extend(part_cells)
     seconds[part] = time.time() - start
-  write_json(os.path.join(config.output_dir, 'reproduce.json'), cells)
-  with open(os.path.join(config.output_dir, 'REPRODUCTION.md'), 'w') as f:
-    f.write(render_markdown(config, cells, runs, seconds))
+    # What is done so far is written after every part.
+    _write(config, cells, runs, seconds, ablations)
   return cells
+
+
+def _write(config, cells, runs, seconds, ablations):
+  write_json(os.path.join(config.output_dir, 'reproduce.json'), cells)
+  path = os.path.join(config.output_dir, 'REPRODUCTION.md')
+  with open(path + '.tmp', 'w') as f:
+    f.write(render_markdown(config, cells, runs, seconds, ablations))
+  os.replace(path + '.tmp', path)
 
 
 def main(argv=None):
@@ -1398,11 +1300,14 @@ def main(argv=None):
   parser.add_argument('--sampling_seeds', type=int, default=3)
   parser.add_argument('--training_seeds', type=int, default=3)
   args = parser.parse_args(argv)
-  config = ReproduceConfig(
-      output_dir=args.output_dir,
-      parts=tuple(p for p in args.part.split(',') if p), quick=args.quick,
-      data_dir=args.data_dir, sampling_seeds=args.sampling_seeds,
-      training_seeds=args.training_seeds)
+  try:
+    config = ReproduceConfig(
+        output_dir=args.output_dir,
+        parts=tuple(p for p in args.part.split(',') if p), quick=args.quick,
+        data_dir=args.data_dir, sampling_seeds=args.sampling_seeds,
+        training_seeds=args.training_seeds)
+  except ValueError as e:
+    parser.error(str(e))
   start = time.time()
   reproduce(config, log=lambda text: print(text, flush=True))
   print(f'Wrote {config.output_dir}/reproduce.json and REPRODUCTION.md in '

@@ -38,6 +38,10 @@ _L2_CLIP = flags.DEFINE_float('l2_clip', None,
 _NOISE_MULTIPLIER = flags.DEFINE_float(
     'noise_multiplier', None, 'DP-FedAvg only: this noise multiplier instead '
     'of the calibrated one (its epsilon must be within --target_epsilon).')
+_CLIP_RATIO = flags.DEFINE_float(
+    'clip_ratio', None, 'DP-REC only: this clip ratio c = clip / noise_stddev '
+    'instead of the calibrated one (its epsilon must be within '
+    '--target_epsilon).')
 _TARGET_EPSILON = flags.DEFINE_float('target_epsilon', 1.0,
                                      'Privacy budget after all rounds.')
 _DELTA = flags.DEFINE_float('delta', None, 'Delta (default N^-1.1).')
@@ -160,7 +164,7 @@ def config_from_flags():
       grouping=None if _GROUPING.value is None else parse_grouping(
           _GROUPING.value),
       noise_stddev=_NOISE_STDDEV.value, l2_clip=_L2_CLIP.value,
-      noise_multiplier=_NOISE_MULTIPLIER.value,
+      noise_multiplier=_NOISE_MULTIPLIER.value, clip_ratio=_CLIP_RATIO.value,
       target_epsilon=_TARGET_EPSILON.value, delta=_DELTA.value,
       seed=_SEED.value, num_seeds=_NUM_SEEDS.value,
       eval_every=_EVAL_EVERY.value,

@@ -261,7 +261,7 @@ def _build_aggregator(task, config, name, pool, print_fn) -> _Built:
       target_epsilon=config.target_epsilon, delta=config.delta,
       bits=config.bits, grouping=config.grouping,
       noise_stddev=config.noise_stddev, l2_clip=config.l2_clip,
-      noise_multiplier=config.noise_multiplier,
+      noise_multiplier=config.noise_multiplier, clip_ratio=config.clip_ratio,
       record_messages=use_history, accounting=config.accounting,
       insecure_test_seed=config.insecure_test_seed)
   spec = plans.get(name)

@@ -437,6 +437,17 @@ class FixedNoiseMultiplierTest(tf.test.TestCase):
       plans.plan('dp_fedavg', target_epsilon=1.0, noise_multiplier=0.5,
                  **self._SETTING)
 
+  def test_given_clip_ratio_is_used_and_checked(self):
+    plan = plans.plan('dp_rec', target_epsilon=50.0, clip_ratio=0.8,
+                      **self._SETTING)
+    self.assertEqual(plan.params['clip_ratio'], 0.8)
+    self.assertAllClose(plan.params['l2_clip'], 0.08)
+    self.assertLessEqual(plan.epsilon_after(5), 50.0)
+    with self.assertRaisesRegex(ValueError, r'clip_ratio=3.0 gives epsilon='
+                                r'.* above target_epsilon=1.0'):
+      plans.plan('dp_rec', target_epsilon=1.0, clip_ratio=3.0,
+                 **self._SETTING)
+
   def test_config_refuses_it_without_dp_fedavg(self):
     from experiments import config as config_lib  # pylint: disable=g-import-not-at-top
     with self.assertRaisesRegex(ValueError,
@@ -446,6 +457,10 @@ class FixedNoiseMultiplierTest(tf.test.TestCase):
     with self.assertRaisesRegex(ValueError, 'noise_multiplier must be'):
       config_lib.RunConfig(task='digits', aggregators=('dp_fedavg',),
                            noise_multiplier=-1.0)
+    with self.assertRaisesRegex(ValueError, r'clip_ratio=0.5 applies to '
+                                'dp_rec only'):
+      config_lib.RunConfig(task='digits', aggregators=('dp_fedavg',),
+                           clip_ratio=0.5)
 
 
 class CheckpointEncodingTest(tf.test.TestCase):

@@ -1,0 +1,380 @@
+"""The training parts of the reproduction: utility and the two ablations.
+
+`experiments.reproduce` calls these for `--part=utility` and
+`--part=ablations`. They train with `experiments.training.run` on the data
+available here, NOT the paper's datasets, and with the experiments' task
+defaults as the budget of each run (`experiments.tasks`: digits 60 rounds of
+10 clients, the embedded SO-LR 10 rounds of 40 clients), not the paper's
+rounds (1000 to 4000), which take hours per run on this machine.
+
+* Utility: DP-REC, DP-FedAvg, DDG16 and DDG12 at each epsilon of the paper's
+  Table 1 for the task the data stands for, `training_seeds` seeds each,
+  mean +- standard error:
+  - digits (scikit-learn's 8x8 digits, always available) for MNIST,
+  - stackoverflow_lr (TFF's data when its sqlite is in data_dir, else the
+    embedded data) for SO-LR,
+  - mnist, emnist (FEMNIST) and shakespeare when their files are in data_dir.
+* Ablations, on stackoverflow_lr:
+  - bit width (the paper's Figure 2): DP-REC's clip ratio c is calibrated
+    for epsilon 3 at 7 bits (the paper's setting) and then kept fixed, so the
+    Renyi bound of the Gaussian it approximates is fixed, as in the paper;
+    each width gets its own (sound) epsilon, computed for 1 to `max(EPSILON_
+    BITS)` bits and trained for `BITS`.
+  - local DP (the paper's Section 5): at central epsilon 1 and 3, DP-REC's
+    epsilon of one participation without amplification (its local epsilon)
+    is matched by DP-FedAvg: its noise multiplier is the smallest whose
+    single Gaussian release of one update has at most that epsilon at the
+    same delta (`calibrate_dp_fedavg_noise` with N = B = T = 1). DP-FedAvg's
+    central epsilon at that noise is reported too.
+
+Every run resumes from its checkpoints under `output_dir/runs/`, so an
+interrupted reproduction continues where it stopped.
+"""
+
+import dataclasses
+import math
+import os
+from typing import Callable, Optional, Sequence
+
+from experiments import report
+from experiments import reproduce as rp
+
+# Paper task -> the experiments' task on the paper's data.
+REAL_TASKS = (('mnist', 'mnist'), ('femnist', 'emnist'),
+              ('shakespeare', 'shakespeare'))
+# Always available: (paper task, experiments' task).
+STAND_INS = (('stackoverflow_lr', 'stackoverflow_lr'), ('mnist', 'digits'))
+UTILITY_METHODS = (rp.DP_REC, rp.DP_FEDAVG, rp.DDG16, rp.DDG12)
+ABLATION_TASK = 'stackoverflow_lr'
+# The paper's Figure 2: epsilon 3, 7 bits.
+REFERENCE_EPSILON = 3.0
+REFERENCE_BITS = 7
+BITS = (1, 2, 4, 7)  # Trained (the cost of a run grows as 2^bits).
+EPSILON_BITS = tuple(range(1, 13))  # Accounted only.
+LOCAL_DP_EPSILONS = (1.0, 3.0)  # The paper's local-DP comparison.
+DP_FEDAVG_LOCAL = 'DP-FedAvg (local eps of DP-REC)'
+
+# --quick: toy runs on tiny embedded StackOverflow data (code path only).
+QUICK_TRAINING = dict(rounds=2, clients_per_round=4, eval_every=10,
+                      embedded_config=dict(
+                          seed=3, train_clients=40, heldout_clients=5,
+                          test_clients=15, num_words=300, num_tags=30,
+                          num_topics=6, mean_examples=12.0,
+                          std_examples=30.0, max_examples=200))
+QUICK_BITS = (1, 2)
+
+
+@dataclasses.dataclass
+class Runs:
+  """What one `training.run` call trained: records of every seed."""
+  records: list
+  setting: str  # The budget, e.g. '10 rounds x 40 clients, 3 seeds'.
+  context: dict  # Reference rows (initial model, frequent tags), in %.
+
+  def references(self) -> str:
+    return '; '.join(f'{name} {100 * value:.2f}'
+                     for name, value in report.baselines(self.context))
+
+  def of(self, aggregator: str) -> list:
+    return [r for r in self.records if r['aggregator'] == aggregator]
+
+
+def _train(config, task: str, name: str, aggregators: Sequence[str],
+           **overrides) -> Runs:
+  """Trains `aggregators` for `config.training_seeds` seeds (resumable)."""
+  from experiments import config as config_lib  # pylint: disable=g-import-not-at-top
+  from experiments import training  # pylint: disable=g-import-not-at-top
+  seeds = min(2, config.training_seeds) if config.quick else (
+      config.training_seeds)
+  kwargs = dict(data_dir=config.data_dir)
+  if config.quick:
+    # Its own data directory: the tiny data must not replace data_cache's.
+    kwargs.update(QUICK_TRAINING,
+                  data_dir=os.path.join(config.output_dir, 'quick_data'))
+  kwargs.update(overrides)
+  run_config = config_lib.RunConfig(
+      task=task, aggregators=tuple(aggregators), num_seeds=seeds,
+      output_dir=os.path.join(config.output_dir, 'runs', name),
+      progress=False, **kwargs)
+  context = {}
+  records = training.run(run_config, print_fn=lambda *args: None,
+                         context_out=context)
+  first = records[0]
+  return Runs(records, f'{first["rounds"]} rounds x '
+                       f'{first["clients_per_round"]} clients, {seeds} seeds',
+              context)
+
+
+def _metric(records) -> tuple:
+  """(mean %, SE %) over seeds; SE None for one seed."""
+  mean, se = report.mean_se([100.0 * r['final_metric'] for r in records])
+  return mean, se
+
+
+def _note(records, quick, extra='') -> str:
+  mean, se = _metric(records)
+  se_text = 'no SE (1 seed)' if se is None else f'+- {se:.2f} (SE)'
+  note = (f"{records[0]['data_source']} data; mean {mean:.2f} {se_text} over "
+          f'{len(records)} seeds: ' +
+          ', '.join(f"{100 * r['final_metric']:.2f}" for r in records) + '.')
+  if extra:
+    note += ' ' + extra
+  if quick:
+    note = 'TOY RUN (--quick), not comparable. ' + note
+  return note
+
+
+def _epsilons(config, paper_task) -> list:
+  if config.quick:
+    return [1.0]
+  return sorted({e.epsilon for e in rp.PAPER
+                 if e.task == paper_task and e.quantity == 'metric' and
+                 e.epsilon is not None})
+
+
+def utility_cells(config, log: Callable[[str], None]) -> list:
+  """Table 1's accuracies on the data we have; see the module docstring."""
+  from experiments import tasks  # pylint: disable=g-import-not-at-top
+  settings = ((('stackoverflow_lr', 'stackoverflow_lr'),) if config.quick
+              else REAL_TASKS + STAND_INS)
+  methods = (rp.DP_REC, rp.DP_FEDAVG) if config.quick else UTILITY_METHODS
+  cells = []
+  for paper_task, task in settings:
+    stand_in = task == 'digits'
+    for epsilon in _epsilons(config, paper_task):
+      try:
+        runs = _train(config, task, f'utility/{task}/eps{epsilon:g}',
+                      [rp.AGGREGATORS[m] for m in methods],
+                      target_epsilon=epsilon)
+      except tasks.MissingDataError as e:
+        for method in methods:
+          cells.append(rp._cell(paper_task, method, epsilon, 'metric', None,  # pylint: disable=protected-access
+                                f'{task}: not run', f'no data: {e}'))
+        log(f'utility {task} epsilon={epsilon:g}: no data')
+        break
+      source = runs.records[0]['data_source']
+      basis = (f'{task}, {source} data' +
+               (f' (stand-in for {paper_task})' if stand_in else '') +
+               f', {runs.setting}')
+      for method in methods:
+        records = runs.of(rp.AGGREGATORS[method])
+        cells.append(rp._cell(  # pylint: disable=protected-access
+            paper_task, method, epsilon, 'metric', _metric(records)[0],
+            basis, _note(records, config.quick, runs.references() + '.')))
+      log(f'utility {task} epsilon={epsilon:g}: ' + ', '.join(
+          f'{m} {_metric(runs.of(rp.AGGREGATORS[m]))[0]:.2f}'
+          for m in methods))
+  return cells
+
+
+@dataclasses.dataclass
+class Ablations:
+  """The ablations' measurements, for the cells and the plots."""
+  clip_ratio: float = math.nan
+  reference_bits: int = REFERENCE_BITS
+  context: dict = dataclasses.field(default_factory=dict)  # Reference rows.
+  bits_epsilon: dict = dataclasses.field(default_factory=dict)  # b -> eps
+  bits_metric: dict = dataclasses.field(default_factory=dict)  # b -> records
+  local: list = dataclasses.field(default_factory=list)  # dicts per epsilon
+
+
+def ablation_cells(config, log: Callable[[str], None]) -> tuple:
+  """(cells, Ablations): the bit-width and local-DP ablations."""
+  from tff_dprec import accounting  # pylint: disable=g-import-not-at-top
+  result, cells = Ablations(), []
+  bits_list = QUICK_BITS if config.quick else BITS
+  reference_bits = max(bits_list) if config.quick else REFERENCE_BITS
+  reference = _train(config, ABLATION_TASK, f'ablation_bits/b{reference_bits}',
+                     ['dp_rec'], target_epsilon=REFERENCE_EPSILON,
+                     bits=reference_bits)
+  first = reference.records[0]
+  c = first['params']['clip_ratio']
+  result.clip_ratio, result.reference_bits = c, reference_bits
+  result.context = reference.context
+  common = dict(population=first['population'],
+                clients_per_round=first['clients_per_round'],
+                rounds=first['rounds'], delta=first['delta'],
+                num_groups=first['params']['num_groups'])
+  for bits in sorted(set(EPSILON_BITS) | set(bits_list)):
+    result.bits_epsilon[bits] = accounting.dp_rec_epsilon(
+        clip_ratio=c, bits=bits, **common)
+  for bits in bits_list:
+    if bits == reference_bits:
+      runs = reference
+    else:
+      runs = _train(config, ABLATION_TASK, f'ablation_bits/b{bits}',
+                    ['dp_rec'], bits=bits, clip_ratio=c,
+                    target_epsilon=accounting.round_up(
+                        result.bits_epsilon[bits]))
+    records = runs.of('dp_rec')
+    result.bits_metric[bits] = records
+    cells.append(rp.Cell(
+        ABLATION_TASK, rp.DP_REC, records[0]['epsilon'], 'metric', None,
+        _metric(records)[0],
+        f'ablation: bit width, {bits} bit{"s" if bits > 1 else ""} per '
+        f'group, c = {c:.4g} fixed '
+        f'(calibrated for epsilon {REFERENCE_EPSILON:g} at '
+        f'{reference_bits} bits); {runs.setting}',
+        _note(records, config.quick, reference.references() + '.')))
+    log(f'ablation bits={bits}: epsilon={records[0]["epsilon"]:.3g} '
+        f'metric={_metric(records)[0]:.2f}')
+  for epsilon in ((1.0,) if config.quick else LOCAL_DP_EPSILONS):
+    cells.extend(_local_dp(config, epsilon, result, log))
+  return cells, result
+
+
+def _local_dp(config, epsilon, result, log) -> list:
+  """DP-REC and DP-FedAvg at central `epsilon`; DP-FedAvg at REC's local."""
+  from tff_dprec import accounting  # pylint: disable=g-import-not-at-top
+  central = _train(config, ABLATION_TASK, f'ablation_local/eps{epsilon:g}',
+                   ['dp_rec', 'dp_fedavg'], target_epsilon=epsilon)
+  rec = central.of('dp_rec')
+  first = rec[0]
+  local = first['local_epsilon_per_participation']
+  z = accounting.calibrate_dp_fedavg_noise(
+      target_epsilon=local, population=1, clients_per_round=1, rounds=1,
+      delta=first['delta'])
+  fedavg_local_epsilon = accounting.dp_fedavg_epsilon(
+      noise_multiplier=z, population=1, clients_per_round=1, rounds=1,
+      delta=first['delta'])
+  fedavg_central = accounting.dp_fedavg_epsilon(
+      noise_multiplier=z, population=first['population'],
+      clients_per_round=first['clients_per_round'], rounds=first['rounds'],
+      delta=first['delta'])
+  matched = _train(config, ABLATION_TASK,
+                   f'ablation_local/eps{epsilon:g}_fedavg_local',
+                   ['dp_fedavg'], noise_multiplier=z,
+                   target_epsilon=accounting.round_up(fedavg_central))
+  entry = dict(epsilon=epsilon, local_epsilon=local, noise_multiplier=z,
+               context=central.context,
+               fedavg_local_epsilon=fedavg_local_epsilon,
+               fedavg_central_epsilon=fedavg_central,
+               fedavg_central_noise=central.of('dp_fedavg')[0]['params'][
+                   'noise_multiplier'],
+               records={rp.DP_REC: rec,
+                        rp.DP_FEDAVG: central.of('dp_fedavg'),
+                        DP_FEDAVG_LOCAL: matched.of('dp_fedavg')})
+  result.local.append(entry)
+  basis = (f'ablation: local DP at central epsilon {epsilon:g}; '
+           f'{central.setting}')
+  references = central.references() + '.'
+  cells = []
+  for method, note in (
+      (rp.DP_REC, f'local epsilon per participation {local:.4g}.'),
+      (rp.DP_FEDAVG, 'z calibrated to the central epsilon: '
+                     f"{entry['fedavg_central_noise']:.4g}."),
+      (DP_FEDAVG_LOCAL,
+       f'z = {z:.4g}: one release of one update has epsilon '
+       f'{fedavg_local_epsilon:.4g} <= {local:.4g}; its central epsilon '
+       f'is {fedavg_central:.4g}.')):
+    records = entry['records'][method]
+    cells.append(rp.Cell(ABLATION_TASK, method, records[0]['epsilon'],
+                         'metric', None, _metric(records)[0], basis,
+                         _note(records, config.quick, f'{note} {references}')))
+  log(f'ablation local DP epsilon={epsilon:g}: local {local:.3g}, z={z:.3g}, '
+      + ', '.join(f'{m} {_metric(r)[0]:.2f}'
+                  for m, r in entry['records'].items()))
+  return cells
+
+
+def write_plots(output_dir: str, result: Ablations) -> list:
+  """ablation_bits.png and ablation_local_dp.png; their paths."""
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use('Agg')
+  from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
+  paths = []
+  if result.bits_metric:
+    fig, left = plt.subplots(figsize=(5.5, 4), dpi=120)
+    bits = sorted(result.bits_metric)
+    stats = [_metric(result.bits_metric[b]) for b in bits]
+    means = [m for m, _ in stats]
+    errors = [0.0 if se is None else se for _, se in stats]
+    left.errorbar(bits, means, yerr=errors, marker='o', capsize=3,
+                  color='C0', label='DP-REC R@5 (mean +- SE)')
+    left.set_xlabel('index bits per group')
+    left.set_ylabel('recall@5 (%)', color='C0')
+    right = left.twinx()
+    eps_bits = sorted(result.bits_epsilon)
+    right.plot(eps_bits, [result.bits_epsilon[b] for b in eps_bits],
+               marker='s', linestyle='--', color='C3',
+               label='epsilon (sound accounting)')
+    right.set_ylabel('epsilon (sound accounting)', color='C3')
+    right.set_ylim(bottom=0)
+    for k, (name, value) in enumerate(report.baselines(result.context)):
+      left.axhline(100 * value, color='0.5', linestyle=(':', '-.')[k % 2],
+                   linewidth=1, label=name)
+    left.set_ylim(bottom=0)
+    left.set_title(f'{ABLATION_TASK}: bit width at fixed c = '
+                   f'{result.clip_ratio:.3g}')
+    handles = (left.get_legend_handles_labels()[0] +
+               right.get_legend_handles_labels()[0])
+    labels = (left.get_legend_handles_labels()[1] +
+              right.get_legend_handles_labels()[1])
+    left.legend(handles, labels, loc='lower right', fontsize='small')
+    fig.tight_layout()
+    path = os.path.join(output_dir, 'ablation_bits.png')
+    fig.savefig(path)
+    plt.close(fig)
+    paths.append(path)
+  if result.local:
+    fig, ax = plt.subplots(figsize=(5.5, 4), dpi=120)
+    methods = list(result.local[0]['records'])
+    width = 0.8 / len(methods)
+    for k, method in enumerate(methods):
+      stats = [_metric(e['records'][method]) for e in result.local]
+      ax.bar([i + (k - (len(methods) - 1) / 2) * width
+              for i in range(len(result.local))],
+             [m for m, _ in stats], width,
+             yerr=[0.0 if se is None else se for _, se in stats], capsize=3,
+             label=method, color=f'C{k}')
+    ax.set_xticks(range(len(result.local)))
+    ax.set_xticklabels([f"central eps {e['epsilon']:g}\n(DP-REC local eps "
+                        f"{e['local_epsilon']:.2f})" for e in result.local])
+    for k, (name, value) in enumerate(report.baselines(
+        result.local[0]['context'])):
+      ax.axhline(100 * value, color='0.5', linestyle=(':', '-.')[k % 2],
+                 linewidth=1, label=name)
+    ax.set_ylabel('recall@5 (%)')
+    ax.set_title(f'{ABLATION_TASK}: DP-FedAvg at DP-REC\'s local epsilon')
+    ax.legend(fontsize='small', loc='upper left')
+    fig.tight_layout()
+    path = os.path.join(output_dir, 'ablation_local_dp.png')
+    fig.savefig(path)
+    plt.close(fig)
+    paths.append(path)
+  return paths
+
+
+def markdown(result: Optional[Ablations]) -> list:
+  """The ablations' tables of epsilon per width and of the local match."""
+  if result is None:
+    return []
+  lines = []
+  if result.bits_epsilon:
+    lines += [f'Bit width: c = {result.clip_ratio:.6g} (calibrated for '
+              f'epsilon {REFERENCE_EPSILON:g} at {result.reference_bits} '
+              'bits, '
+              'sound accounting), epsilon per width at that c:', '',
+              '| bits per group | ' + ' | '.join(
+                  str(b) for b in sorted(result.bits_epsilon)) + ' |',
+              '|---|' + '---|' * len(result.bits_epsilon),
+              '| epsilon | ' + ' | '.join(
+                  f'{result.bits_epsilon[b]:.4g}'
+                  for b in sorted(result.bits_epsilon)) + ' |', '',
+              '![bit width](ablation_bits.png)', '']
+  if result.local:
+    lines += ['Local DP: DP-FedAvg\'s noise multiplier z such that one '
+              'Gaussian release of one update has at most DP-REC\'s local '
+              'epsilon (same delta, RDP conversion of dp_accounting for '
+              'both).', '',
+              '| central eps | DP-REC local eps | z (local match) | '
+              'its local eps | its central eps | z (central) |',
+              '|---|---|---|---|---|---|']
+    for e in result.local:
+      lines.append(f"| {e['epsilon']:g} | {e['local_epsilon']:.4g} | "
+                   f"{e['noise_multiplier']:.4g} | "
+                   f"{e['fedavg_local_epsilon']:.4g} | "
+                   f"{e['fedavg_central_epsilon']:.4g} | "
+                   f"{e['fedavg_central_noise']:.4g} |")
+    lines += ['', '![local DP](ablation_local_dp.png)', '']
+  return lines
