@@ -1271,6 +1271,7 @@ def reproduce(config: ReproduceConfig, log=print) -> list:
       part_cells = reproduce_training.utility_cells(config, log)
     else:
       part_cells, ablations = reproduce_training.ablation_cells(config, log)
+      reproduce_training.write_json(config.output_dir, ablations)
       reproduce_training.write_plots(config.output_dir, ablations)
     cells.extend(part_cells)
     seconds[part] = time.time() - start

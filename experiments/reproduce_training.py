@@ -32,6 +32,7 @@ interrupted reproduction continues where it stopped.
 """
 
 import dataclasses
+import json
 import math
 import os
 from typing import Callable, Optional, Sequence
@@ -173,9 +174,29 @@ class Ablations:
   clip_ratio: float = math.nan
   reference_bits: int = REFERENCE_BITS
   context: dict = dataclasses.field(default_factory=dict)  # Reference rows.
+  # What dp_rec_epsilon needs besides c and bits (population, rounds, ...).
+  common: dict = dataclasses.field(default_factory=dict)
   bits_epsilon: dict = dataclasses.field(default_factory=dict)  # b -> eps
   bits_metric: dict = dataclasses.field(default_factory=dict)  # b -> records
   local: list = dataclasses.field(default_factory=list)  # dicts per epsilon
+
+
+  def to_dict(self) -> dict:
+    """ablations.json: every measurement, each run by seed."""
+    def runs(records):
+      return [dict(seed=r['seed'], final_metric=r['final_metric'],
+                   epsilon=r['epsilon'], params=r['params'])
+              for r in records]
+    return dict(
+        task=ABLATION_TASK, clip_ratio=self.clip_ratio,
+        reference_bits=self.reference_bits,
+        reference_epsilon=REFERENCE_EPSILON, accounting_setting=self.common,
+        context=self.context,
+        bits_epsilon={str(b): e for b, e in self.bits_epsilon.items()},
+        bits_runs={str(b): runs(r) for b, r in self.bits_metric.items()},
+        local=[dict({k: v for k, v in e.items() if k != 'records'},
+                    runs={m: runs(r) for m, r in e['records'].items()})
+               for e in self.local])
 
 
 def ablation_cells(config, log: Callable[[str], None]) -> tuple:
@@ -195,6 +216,7 @@ def ablation_cells(config, log: Callable[[str], None]) -> tuple:
                 clients_per_round=first['clients_per_round'],
                 rounds=first['rounds'], delta=first['delta'],
                 num_groups=first['params']['num_groups'])
+  result.common = common
   for bits in sorted(set(EPSILON_BITS) | set(bits_list)):
     result.bits_epsilon[bits] = accounting.dp_rec_epsilon(
         clip_ratio=c, bits=bits, **common)
@@ -275,6 +297,14 @@ def _local_dp(config, epsilon, result, log) -> list:
       + ', '.join(f'{m} {_metric(r)[0]:.2f}'
                   for m, r in entry['records'].items()))
   return cells
+
+
+def write_json(output_dir: str, result: Ablations) -> str:
+  path = os.path.join(output_dir, 'ablations.json')
+  with open(path + '.tmp', 'w') as f:
+    json.dump(result.to_dict(), f, indent=1)
+  os.replace(path + '.tmp', path)
+  return path
 
 
 def write_plots(output_dir: str, result: Ablations) -> list:

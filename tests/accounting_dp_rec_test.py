@@ -6,8 +6,10 @@ import warnings
 from absl.testing import parameterized
 import dp_accounting
 import numpy as np
+from scipy import optimize
 
 from tff_dprec import accounting
+from tff_dprec.accounting import calibration
 from tff_dprec.accounting import channel
 from tff_dprec.accounting import dp_rec
 
@@ -309,6 +311,36 @@ class CalibrationTest(parameterized.TestCase):
       accounting.calibrate_clip_ratio(
           target_epsilon=0.0, population=100, clients_per_round=10,
           rounds=10, delta=1e-3, bits=8, num_groups=8)
+
+  @parameterized.named_parameters(
+      ('power', lambda x: x**3, 8.0, True, 2.0),
+      ('inverse_square', lambda z: 1.0 / z**2, 4.0, False, 0.5),
+      ('steep', lambda x: math.expm1(x * x) + x, 3.0, True, None),
+      ('zero_below', lambda x: 0.0 if x < 0.5 else x, 2.0, True, 2.0),
+      ('inf_above', lambda x: math.inf if x > 3.0 else x, 2.5, True, 2.5),
+      ('inf_below', lambda z: math.inf if z < 0.1 else 1.0 / z, 4.0, False,
+       0.25))
+  def test_search_finds_the_boundary(self, fn, target, largest, boundary):
+    lo, hi, tol = 1e-3, 25.0, 1e-6
+    calls = []
+
+    def epsilon(x):
+      calls.append(x)
+      return fn(x)
+
+    x = calibration.search(epsilon, target, lo, hi, tol, 'x', largest)
+    if boundary is None:  # Where fn crosses the target, by Brent's method.
+      boundary = optimize.brentq(lambda x: fn(x) - target, lo, hi,
+                                 xtol=1e-14)
+    self.assertLessEqual(fn(x), target)  # Always meets the target,
+    self.assertLessEqual(abs(x - boundary), 2 * tol * boundary)  # Within tol.
+    self.assertTrue(all(lo <= c <= hi for c in calls))
+
+  def test_search_refuses_an_unreachable_target(self):
+    with self.assertRaisesRegex(accounting.TargetUnreachableError,
+                                'No c >= 0.001 meets target_epsilon=0.5'):
+      calibration.search(lambda x: 1.0 + x, 0.5, 1e-3, 25.0, 1e-6, 'c',
+                         largest=True)
 
   @parameterized.parameters(1.2641164, 0.000123456789, 9.9999999, 3.0, 25.0)
   def test_rounding_is_safe(self, value):

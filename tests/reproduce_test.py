@@ -10,6 +10,7 @@ import numpy as np
 import tensorflow as tf
 
 from experiments import reproduce
+from experiments import reproduce_training
 
 _TABLE1_TASKS = {'MNIST': 'mnist', 'FEMNIST': 'femnist',
                  'Shakespeare': 'shakespeare', 'SO LR': 'stackoverflow_lr'}
@@ -222,7 +223,7 @@ class QuickEndToEndTest(tf.test.TestCase):
       self.assertEqual(cell['unit'], reproduce.UNITS[cell['quantity']])
       self.assertIsInstance(cell['note'], str)
     quantities = {c['quantity'] for c in self.cells}
-    self.assertEqual(quantities, {'epsilon', 'total_comm'})
+    self.assertEqual(quantities, {'epsilon', 'total_comm', 'metric'})
     comm = {(c['task'], c['method']) for c in self.cells
             if c['quantity'] == 'total_comm'}
     for task in reproduce.TASKS:
@@ -248,7 +249,72 @@ class QuickEndToEndTest(tf.test.TestCase):
           self.markdown,
           rf'\| {entry.task} \| {entry.method} \| [^|]+ \| '
           rf'{entry.value:g} \|')
-    self.assertIn('Not run: `--part=utility`', self.markdown)
+    for section in ('## Utility', '## Ablations', 'ablation_bits.png',
+                    'ablation_local_dp.png'):
+      self.assertIn(section, self.markdown)
+    for name in ('ablation_bits.png', 'ablation_local_dp.png',
+                 'ablations.json'):
+      self.assertTrue(os.path.exists(os.path.join(self.output_dir, name)))
+
+  def test_utility_cells_are_toy_runs_of_every_method(self):
+    utility = [c for c in self.cells
+               if c['quantity'] == 'metric' and
+               not c['basis'].startswith('ablation')]
+    self.assertEqual({c['method'] for c in utility},
+                     {reproduce.DP_REC, reproduce.DP_FEDAVG})
+    for cell in utility:
+      self.assertBetween(cell['ours'], 0.0, 100.0)
+      self.assertStartsWith(cell['note'], 'TOY RUN (--quick)')
+      # The paper's number for SO-LR at epsilon 1, looked up.
+      self.assertEqual(cell['paper'], reproduce.paper_value(
+          'stackoverflow_lr', 'metric', cell['method'], 1))
+
+  def test_bit_width_ablation_keeps_c_and_accounts_each_width(self):
+    from tff_dprec import accounting  # pylint: disable=g-import-not-at-top
+    with open(os.path.join(self.output_dir, 'ablations.json')) as f:
+      ablations = json.load(f)
+    c = ablations['clip_ratio']
+    runs = ablations['bits_runs']
+    self.assertEqual(set(runs), {str(b) for b in
+                                 reproduce_training.QUICK_BITS})
+    for bits, seeds in runs.items():
+      epsilon = accounting.dp_rec_epsilon(
+          clip_ratio=c, bits=int(bits), **ablations['accounting_setting'])
+      self.assertEqual(ablations['bits_epsilon'][bits], epsilon)
+      for run in seeds:
+        # Every width trains at the same c; its epsilon is that c's.
+        self.assertEqual(run['params']['clip_ratio'], c)
+        self.assertEqual(run['params']['bits'], int(bits))
+        self.assertAllClose(run['epsilon'], epsilon, rtol=1e-12)
+    # The reference width was calibrated to the paper's epsilon 3.
+    reference = ablations['bits_epsilon'][str(ablations['reference_bits'])]
+    self.assertLessEqual(reference, 3.0)
+    self.assertGreater(reference, 3.0 * (1 - 1e-4))
+
+  def test_local_dp_ablation_matches_dp_rec_local_epsilon(self):
+    from tff_dprec import accounting  # pylint: disable=g-import-not-at-top
+    with open(os.path.join(self.output_dir, 'ablations.json')) as f:
+      ablations = json.load(f)
+    self.assertLen(ablations['local'], 1)
+    entry = ablations['local'][0]
+    delta = ablations['accounting_setting']['delta']
+    one_release = dict(population=1, clients_per_round=1, rounds=1,
+                       delta=delta)
+    z = entry['noise_multiplier']
+    self.assertEqual(entry['fedavg_local_epsilon'],
+                     accounting.dp_fedavg_epsilon(noise_multiplier=z,
+                                                  **one_release))
+    # The smallest noise whose one release stays within DP-REC's local eps.
+    self.assertLessEqual(entry['fedavg_local_epsilon'],
+                         entry['local_epsilon'])
+    self.assertGreater(accounting.dp_fedavg_epsilon(
+        noise_multiplier=z - 1e-5, **one_release), entry['local_epsilon'])
+    local_runs = entry['runs'][reproduce_training.DP_FEDAVG_LOCAL]
+    for run in local_runs:
+      self.assertEqual(run['params']['noise_multiplier'], z)
+      self.assertAllClose(run['epsilon'], entry['fedavg_central_epsilon'])
+    for run in entry['runs'][reproduce.DP_REC]:
+      self.assertLessEqual(run['epsilon'], entry['epsilon'])
 
   def test_paper_like_protocol_reproduces_dp_rec_communication(self):
     # A regression check of the finding in REPRODUCTION.md: the paper's

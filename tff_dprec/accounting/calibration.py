@@ -1,12 +1,15 @@
 """Calibration: the largest clip ratio or smallest noise meeting a target.
 
-Every search is a bounded bisection on a monotone predicate (epsilon <=
-target), and returns a value that meets the target; DDGauss, whose epsilon
-is not monotone in the noise, scans a log grid first.
+Every search brackets the boundary of {x : epsilon(x) <= target} for an
+epsilon monotone in x, and returns a value that meets the target, within a
+relative tolerance of the boundary. `search` interpolates log epsilon
+against log x (false position, Illinois variant, with bisection as the
+safeguard): about 8 epsilon evaluations instead of bisection's 25 to 30.
+DDGauss, whose epsilon is not monotone in the noise, scans a log grid first.
 """
 
 import math
-from typing import Optional
+from typing import Callable, Optional
 
 import numpy as np
 
@@ -58,16 +61,16 @@ def calibrate_clip_ratio(*, target_epsilon: float, population: int,
         bits=bits, num_groups=num_groups, accounting=accounting,
         reverse_divergence=reverse_divergence)
 
-  def ok(c):
+  def epsilon_or_inf(c):
     try:
-      return epsilon(c) <= target_epsilon
+      return epsilon(c)
     except dp_rec.OverheadExceedsDeltaError:
-      return False
+      return math.inf
 
   # Raises OverheadExceedsDeltaError when even c -> 0 cannot meet delta.
   epsilon(MIN_CLIP_RATIO)
-  return bisect_largest(ok, MIN_CLIP_RATIO, MAX_CLIP_RATIO, tol, 'clip_ratio',
-                        target_epsilon)
+  return search(epsilon_or_inf, target_epsilon, MIN_CLIP_RATIO,
+                MAX_CLIP_RATIO, tol, 'clip_ratio', largest=True)
 
 
 def round_down(value: float, digits: int = 6) -> float:
@@ -99,14 +102,14 @@ def calibrate_dp_fedavg_noise(*, target_epsilon: float, population: int,
   """Returns the smallest noise multiplier whose epsilon <= target_epsilon."""
   validation.check_positive_number(target_epsilon, 'target_epsilon')
 
-  def ok(z):
+  def epsilon(z):
     return baselines.dp_fedavg_epsilon(
         noise_multiplier=z, population=population,
         clients_per_round=clients_per_round, rounds=rounds, delta=delta,
-        conversion=conversion) <= target_epsilon
+        conversion=conversion)
 
-  return bisect_smallest(ok, MIN_NOISE_MULTIPLIER, MAX_NOISE_MULTIPLIER,
-                          tol, 'noise_multiplier', target_epsilon)
+  return search(epsilon, target_epsilon, MIN_NOISE_MULTIPLIER,
+                MAX_NOISE_MULTIPLIER, tol, 'noise_multiplier', largest=False)
 
 
 def calibrate_ddgauss_noise(*, target_epsilon: float, l2_clip: float,
@@ -121,7 +124,7 @@ def calibrate_ddgauss_noise(*, target_epsilon: float, l2_clip: float,
 
   Epsilon is not monotone in the noise (more noise means a coarser grid and a
   larger rounding-inflated sensitivity), so the search scans a log grid over
-  [1e-3, 1e4] for the first feasible value and then bisects below it.
+  [1e-3, 1e4] for the first feasible value and then searches below it.
 
   Raises:
     TargetUnreachableError: If no noise multiplier on the grid meets the
@@ -129,22 +132,22 @@ def calibrate_ddgauss_noise(*, target_epsilon: float, l2_clip: float,
   """
   validation.check_positive_number(target_epsilon, 'target_epsilon')
 
-  def ok(z):
+  def epsilon(z):
     return baselines.ddgauss_epsilon(
         noise_multiplier=z, l2_clip=l2_clip, bits=bits,
         clients_per_round=clients_per_round, population=population,
         rounds=rounds, delta=delta, dimension=dimension, beta=beta,
         modclip_prob=modclip_prob, rotation_type=rotation_type,
-        conversion=conversion) <= target_epsilon
+        conversion=conversion)
 
   grid = np.geomspace(MIN_NOISE_MULTIPLIER, MAX_NOISE_MULTIPLIER, 141)
   previous = None
   for z in grid:
-    if ok(float(z)):
+    if epsilon(float(z)) <= target_epsilon:
       if previous is None:
         return float(z)
-      return bisect_smallest(ok, previous, float(z), tol, 'noise_multiplier',
-                              target_epsilon)
+      return search(epsilon, target_epsilon, previous, float(z), tol,
+                    'noise_multiplier', largest=False)
     previous = float(z)
   raise TargetUnreachableError(
       f'DDGauss cannot reach target_epsilon={target_epsilon!r} at '
@@ -154,32 +157,71 @@ def calibrate_ddgauss_noise(*, target_epsilon: float, l2_clip: float,
       f'[{MIN_NOISE_MULTIPLIER}, {MAX_NOISE_MULTIPLIER}] meets it.')
 
 
-def bisect_largest(ok, lo, hi, tol, name, target):
-  """Largest x in [lo, hi] with ok(x), for ok true below and false above."""
-  return _bisect(ok, lo, hi, tol, name, target, largest=True)
+def search(epsilon: Callable[[float], float], target: float, lo: float,
+           hi: float, tol: float, name: str, largest: bool) -> float:
+  """The boundary of {x in [lo, hi] : epsilon(x) <= target}.
 
+  `epsilon` must be monotone on [lo, hi]: increasing for `largest` (the
+  largest x meeting the target is returned), decreasing otherwise (the
+  smallest). It may return inf where a target is unreachable. The search
+  keeps a bracket (good, bad) with epsilon(good) <= target < epsilon(bad) and
+  stops when it is narrower than `tol` times its lower end, so the value
+  returned always meets the target and is within a relative `tol` of the
+  boundary.
 
-def bisect_smallest(ok, lo, hi, tol, name, target):
-  """Smallest x in [lo, hi] with ok(x), for ok false below and true above."""
-  return _bisect(ok, lo, hi, tol, name, target, largest=False)
+  Steps: false position on log epsilon against log x, with the Illinois
+  modification (an end kept twice has its value halved) so that both ends
+  converge; bisection (geometric while the bracket spans more than a factor
+  of 4) whenever interpolation is undefined (epsilon 0 or inf); every step
+  at least tol * low / 2 inside the bracket.
 
-
-def _bisect(ok, lo, hi, tol, name, target, largest):
-  """Bounded bisection (geometric while the bracket is wide)."""
+  Raises:
+    TargetUnreachableError: If the value at the good end misses the target.
+  """
   good, bad = (lo, hi) if largest else (hi, lo)
-  if not ok(good):
+  e_good = epsilon(good)
+  if not e_good <= target:
     raise TargetUnreachableError(
         f'No {name} {">=" if largest else "<="} {good} meets '
         f'target_epsilon={target!r}.')
-  if ok(bad):
+  e_bad = epsilon(bad)
+  if e_bad <= target:
     return bad
+  f_good, f_bad = _log_gap(e_good, target), _log_gap(e_bad, target)
+  kept = None
   for _ in range(SEARCH_ITERATIONS):
     low, high = min(good, bad), max(good, bad)
-    if high - low <= tol * low:
+    width = tol * low
+    if high - low <= width:
       break
-    mid = math.sqrt(low * high) if high > 4 * low else (low + high) / 2.0
-    if ok(mid):
-      good = mid
+    x = _false_position(good, bad, f_good, f_bad)
+    if x is None or not math.isfinite(x):
+      x = math.sqrt(low * high) if high > 4 * low else (low + high) / 2.0
+    x = min(max(x, low + width / 2), high - width / 2)
+    e = epsilon(x)
+    if e <= target:
+      good, f_good = x, _log_gap(e, target)
+      if kept == 'bad':
+        f_bad /= 2
+      kept = 'bad'
     else:
-      bad = mid
+      bad, f_bad = x, _log_gap(e, target)
+      if kept == 'good':
+        f_good /= 2
+      kept = 'good'
   return good
+
+
+def _log_gap(epsilon: float, target: float) -> float:
+  """log(epsilon / target): <= 0 meets the target (-inf at 0, inf at inf)."""
+  if epsilon <= 0:
+    return -math.inf
+  return math.log(epsilon) - math.log(target)
+
+
+def _false_position(good, bad, f_good, f_bad) -> Optional[float]:
+  """Where the chord of (log x, f) crosses 0; None where undefined."""
+  if not (math.isfinite(f_good) and math.isfinite(f_bad)) or f_bad <= f_good:
+    return None
+  u_good, u_bad = math.log(good), math.log(bad)
+  return math.exp(u_good - f_good * (u_bad - u_good) / (f_bad - f_good))
