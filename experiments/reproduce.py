@@ -302,7 +302,7 @@ class Cell:
                 ours=self.ours, basis=self.basis, note=self.note)
 
 
-def _cell(task, method, epsilon, quantity, ours, basis, note='',
+def paper_cell(task, method, epsilon, quantity, ours, basis, note='',
           paper=True) -> Cell:
   """A cell whose `paper` is looked up in `PAPER` (never typed in)."""
   value = None
@@ -698,7 +698,7 @@ def _baseline_comm_cells(task) -> list:
   fedavg = dp_fedavg_traffic(rounds=fed['rounds'],
                              clients_per_round=fed['clients_per_round'],
                              num_params=d)
-  cells = [_cell(task, DP_FEDAVG, None, 'total_comm', fedavg.gib,
+  cells = [paper_cell(task, DP_FEDAVG, None, 'total_comm', fedavg.gib,
                  'T B (32 d down + 32 d up)',
                  _comm_note(task, DP_FEDAVG, fedavg.gib) +
                  _fedavg_why(task, fedavg.gib))]
@@ -716,7 +716,7 @@ def _baseline_comm_cells(task) -> list:
           num_params=d, bits=bits, upload_dim=dim)
       note = (_comm_note(task, method, traffic.gib) +
               f'{bits} bits x {dim:,} coordinates up, the float model down.')
-      cells.append(_cell(task, method, None, 'total_comm', traffic.gib,
+      cells.append(paper_cell(task, method, None, 'total_comm', traffic.gib,
                          basis, note))
   return cells
 
@@ -825,7 +825,7 @@ def _dp_rec_comm_cells(run: DpRecRun, method: str = DP_REC) -> list:
       basis = f'protocol variant: {name}'
       note = (_comm_note(run.task, method, ours) +
               f'{ours / library - 1:+.2%} against the library protocol.')
-    cells.append(_cell(run.task, method, None, 'total_comm', ours, basis,
+    cells.append(paper_cell(run.task, method, None, 'total_comm', ours, basis,
                        note))
   return cells
 
@@ -853,7 +853,7 @@ def _compression_only_cells(seeds, dp_rec_run) -> list:
   fedavg = dp_fedavg_traffic(rounds=rounds,
                              clients_per_round=fed['clients_per_round'],
                              num_params=model_stats(task).num_params)
-  cells = [_cell(task, FEDAVG, None, 'total_comm', fedavg.gib,
+  cells = [paper_cell(task, FEDAVG, None, 'total_comm', fedavg.gib,
                  'T B (32 d down + 32 d up)',
                  _comm_note(task, FEDAVG, fedavg.gib) +
                  'Independent check of the FEMNIST model (4k rounds).')]
@@ -917,12 +917,12 @@ def dp_rec_privacy_cells(task, epsilon, c, calibrate) -> list:
   for basis, kwargs, why in modes:
     eps, error = _attempt(lambda kw=kwargs: accounting.dp_rec_epsilon(
         clip_ratio=c, **kw, **common))
-    cells.append(_cell(task, DP_REC, epsilon, 'epsilon', eps,
+    cells.append(paper_cell(task, DP_REC, epsilon, 'epsilon', eps,
                        f'{basis} at the paper\'s c', why + error))
     if calibrate:
       cal, error = _attempt(lambda kw=kwargs: accounting.calibrate_clip_ratio(
           target_epsilon=epsilon, tol=1e-4, **kw, **common))
-      cells.append(_cell(task, DP_REC, epsilon, 'clip_ratio', cal,
+      cells.append(paper_cell(task, DP_REC, epsilon, 'clip_ratio', cal,
                          f'{basis}, calibrated to the paper\'s epsilon',
                          why + error))
   return cells
@@ -937,14 +937,14 @@ def dp_fedavg_privacy_cells(task, epsilon, z, calibrate) -> list:
   for basis, conversion in modes:
     eps = accounting.dp_fedavg_epsilon(noise_multiplier=z,
                                        conversion=conversion, **common)
-    cells.append(_cell(task, DP_FEDAVG, epsilon, 'epsilon', eps,
+    cells.append(paper_cell(task, DP_FEDAVG, epsilon, 'epsilon', eps,
                        f'{basis} at the paper\'s z',
                        'Poisson-subsampled Gaussian, q = B/N; the paper '
                        'does not state its RDP orders.'))
     if calibrate:
       cal = accounting.calibrate_dp_fedavg_noise(
           target_epsilon=epsilon, conversion=conversion, tol=1e-4, **common)
-      cells.append(_cell(task, DP_FEDAVG, epsilon, 'noise_multiplier', cal,
+      cells.append(paper_cell(task, DP_FEDAVG, epsilon, 'noise_multiplier', cal,
                          f'{basis}, calibrated to the paper\'s epsilon'))
   return cells
 
@@ -991,9 +991,9 @@ def ddgauss_privacy_cells(task, epsilon, bits) -> list:
   if z is not None:
     eps_note += f'Our calibrated z = {z:.4g} meets it under our accountant.'
   return [
-      _cell(task, method, epsilon, 'epsilon', None,
+      paper_cell(task, method, epsilon, 'epsilon', None,
             "our accountant at Kairouz et al.'s noise", eps_note + error),
-      _cell(task, method, epsilon, 'noise_multiplier', z,
+      paper_cell(task, method, epsilon, 'noise_multiplier', z,
             "ours, calibrated at Kairouz et al.'s settings", where + error),
   ]
 

@@ -142,16 +142,17 @@ def utility_cells(config, log: Callable[[str], None]) -> list:
   cells = []
   for paper_task, task in settings:
     stand_in = task == 'digits'
-    for epsilon in _epsilons(config, paper_task):
+    epsilons = _epsilons(config, paper_task)
+    for k, epsilon in enumerate(epsilons):
       try:
         runs = _train(config, task, f'utility/{task}/eps{epsilon:g}',
                       [rp.AGGREGATORS[m] for m in methods],
                       target_epsilon=epsilon)
       except tasks.MissingDataError as e:
-        for method in methods:
-          cells.append(rp._cell(paper_task, method, epsilon, 'metric', None,  # pylint: disable=protected-access
-                                f'{task}: not run', f'no data: {e}'))
-        log(f'utility {task} epsilon={epsilon:g}: no data')
+        cells.extend(rp.paper_cell(paper_task, method, missing, 'metric',
+                                   None, f'{task}: not run', f'no data: {e}')
+                     for missing in epsilons[k:] for method in methods)
+        log(f'utility {task}: no data')
         break
       source = runs.records[0]['data_source']
       basis = (f'{task}, {source} data' +
@@ -159,7 +160,7 @@ def utility_cells(config, log: Callable[[str], None]) -> list:
                f', {runs.setting}')
       for method in methods:
         records = runs.of(rp.AGGREGATORS[method])
-        cells.append(rp._cell(  # pylint: disable=protected-access
+        cells.append(rp.paper_cell(
             paper_task, method, epsilon, 'metric', _metric(records)[0],
             basis, _note(records, config.quick, runs.references() + '.')))
       log(f'utility {task} epsilon={epsilon:g}: ' + ', '.join(
@@ -347,7 +348,7 @@ def write_plots(output_dir: str, result: Ablations) -> list:
     plt.close(fig)
     paths.append(path)
   if result.local:
-    fig, ax = plt.subplots(figsize=(5.5, 4), dpi=120)
+    fig, ax = plt.subplots(figsize=(6.8, 4), dpi=120)
     methods = list(result.local[0]['records'])
     width = 0.8 / len(methods)
     for k, method in enumerate(methods):
@@ -366,7 +367,9 @@ def write_plots(output_dir: str, result: Ablations) -> list:
                  linewidth=1, label=name)
     ax.set_ylabel('recall@5 (%)')
     ax.set_title(f'{ABLATION_TASK}: DP-FedAvg at DP-REC\'s local epsilon')
-    ax.legend(fontsize='small', loc='upper left')
+    # Room above the bars for the legend.
+    ax.set_ylim(0, 1.45 * ax.get_ylim()[1])
+    ax.legend(fontsize='small', loc='upper left', ncol=2)
     fig.tight_layout()
     path = os.path.join(output_dir, 'ablation_local_dp.png')
     fig.savefig(path)

@@ -573,24 +573,30 @@ class ResumeTest(tf.test.TestCase):
     reference = _summary(reference_dir)
     self.assertTrue(reference['dp_rec']['insecure_test_mode'])
     self.assertEqual(reference['dp_rec']['replay_mismatches'], 0)
-    for kill_at in ('dp_rec:3:started', 'dp_rec:3:trained',
-                    'dp_rec:4:saved', 'fedavg:2:trained'):
-      output_dir = self.create_tempdir().full_path
+    # One run killed four times, each resume killed at the next point (the
+    # first resume repeats round 3, so it can be killed there again).
+    output_dir = self.create_tempdir().full_path
+    kills = ('dp_rec:3:started', 'dp_rec:3:trained', 'dp_rec:4:saved',
+             'fedavg:2:trained')
+    for k, kill_at in enumerate(kills):
       killed = _run_cli(self._args(output_dir, data_dir),
                         {training.TEST_KILL_ENV: kill_at})
-      self.assertEqual(killed.returncode, -signal.SIGKILL, kill_at)
-      resumed = _run_cli(self._args(output_dir, data_dir))
-      self.assertEqual(resumed.returncode, 0, resumed.stderr[-3000:])
-      self.assertIn('resuming after round', resumed.stdout + resumed.stderr)
-      got = _summary(output_dir)
-      for name in ('dp_rec', 'fedavg'):
-        for key in _COMPARED:
-          self.assertEqual(got[name][key], reference[name][key],
-                           f'{kill_at}: {name} {key}')
-      with open(os.path.join(output_dir, 'digits', 'dp_rec', 'seed0',
-                             'metrics.csv')) as f:
-        rounds = [int(r['round']) for r in csv.DictReader(f)]
-      self.assertEqual(rounds, [1, 2, 3, 4, 5], kill_at)
+      self.assertEqual(killed.returncode, -signal.SIGKILL,
+                       f'{kill_at}: {killed.stderr[-3000:]}')
+      if k:
+        self.assertIn('resuming after round', killed.stdout + killed.stderr)
+    resumed = _run_cli(self._args(output_dir, data_dir))
+    self.assertEqual(resumed.returncode, 0, resumed.stderr[-3000:])
+    self.assertIn('resuming after round', resumed.stdout + resumed.stderr)
+    got = _summary(output_dir)
+    for name in ('dp_rec', 'fedavg'):
+      for key in _COMPARED:
+        self.assertEqual(got[name][key], reference[name][key],
+                         f'{name} {key}')
+    with open(os.path.join(output_dir, 'digits', 'dp_rec', 'seed0',
+                           'metrics.csv')) as f:
+      rounds = [int(r['round']) for r in csv.DictReader(f)]
+    self.assertEqual(rounds, [1, 2, 3, 4, 5])
 
   def test_corrupt_checkpoint_is_reported_and_skipped(self):
     data_dir = self.create_tempdir().full_path
