@@ -10,6 +10,7 @@ import math
 from typing import Any, Optional
 
 from experiments import plans
+from tff_dprec.accounting import calibration
 
 TASKS = ('stackoverflow_lr', 'emnist', 'shakespeare', 'mnist', 'digits')
 DOWNLINKS = ('auto', 'history', 'full')
@@ -115,6 +116,11 @@ class RunConfig:
         self.grouping not in ('tensor', 'network')):
       raise ValueError("grouping must be 'tensor', 'network' or an int, "
                        f'found {self.grouping!r}.')
+    for name, (low, high) in _FIXED_PARAMETER_RANGES.items():
+      value = getattr(self, name)
+      if value is not None and not low <= value <= high:
+        raise ValueError(f'{name} must be in [{low}, {high}] (the '
+                         f'calibration range), found {value!r}.')
     for name, aggregator in (('noise_multiplier', 'dp_fedavg'),
                              ('clip_ratio', 'dp_rec')):
       if getattr(self, name) is not None and (
@@ -174,6 +180,14 @@ class RunConfig:
 
   def asdict(self) -> dict:
     return dataclasses.asdict(self)
+
+
+# Fixed privacy parameters must lie where the calibrations search.
+_FIXED_PARAMETER_RANGES = {
+    'noise_multiplier': (calibration.MIN_NOISE_MULTIPLIER,
+                         calibration.MAX_NOISE_MULTIPLIER),
+    'clip_ratio': (calibration.MIN_CLIP_RATIO, calibration.MAX_CLIP_RATIO),
+}
 
 
 def _check_int(value, name, *, minimum, optional=False):

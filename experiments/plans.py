@@ -241,10 +241,14 @@ def _build_ddgauss(spec, s):
       accounting='ddgauss_rdp_zhu_wang')
 
 
+class OverBudgetError(ValueError):
+  """A fixed (not calibrated) privacy parameter exceeds the budget."""
+
+
 def _check_within_budget(name, value, epsilon, s):
   """A fixed (not calibrated) parameter must keep epsilon within target."""
-  if epsilon > s.target_epsilon:
-    raise ValueError(
+  if not epsilon <= s.target_epsilon:  # nan too.
+    raise OverBudgetError(
         f'{name}={value} gives epsilon={epsilon:.6g} after {s.rounds} '
         f'rounds, above target_epsilon={s.target_epsilon}; change one of '
         'them.')

@@ -1065,7 +1065,8 @@ def _table1_markdown(cells) -> list:
     # The first cell with a number (a task without data has none).
     match = sorted((c for c in cells
                     if (c.task, c.method, c.epsilon, c.quantity) ==
-                    (entry.task, entry.method, entry.epsilon, entry.quantity)),
+                    (entry.task, entry.method, entry.epsilon, entry.quantity)
+                    and _part_of(c) != 'ablations'),
                    key=lambda c: c.ours is None)
     row = ('Comm.' if entry.quantity == 'total_comm' else
            f'Acc. (eps = {entry.epsilon:g})')

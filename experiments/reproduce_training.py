@@ -22,10 +22,9 @@ rounds (1000 to 4000), which take hours per run on this machine.
     BITS)` bits and trained for `BITS`.
   - local DP (the paper's Section 5): at central epsilon 1 and 3, DP-REC's
     epsilon of one participation without amplification (its local epsilon)
-    is matched by DP-FedAvg: its noise multiplier is the smallest whose
-    single Gaussian release of one update has at most that epsilon at the
-    same delta (`calibrate_dp_fedavg_noise` with N = B = T = 1). DP-FedAvg's
-    central epsilon at that noise is reported too.
+    is matched by DP-FedAvg, with noise on the sum (the paper's reading)
+    and with noise on each client's update (`_local_dp`). Each DP-FedAvg's
+    central epsilon at its noise is reported too.
 
 Every run resumes from its checkpoints under `output_dir/runs/`, so an
 interrupted reproduction continues where it stopped.
@@ -53,7 +52,9 @@ REFERENCE_BITS = 7
 BITS = (1, 2, 4, 7)  # Trained (the cost of a run grows as 2^bits).
 EPSILON_BITS = tuple(range(1, 13))  # Accounted only.
 LOCAL_DP_EPSILONS = (1.0, 3.0)  # The paper's local-DP comparison.
-DP_FEDAVG_LOCAL = 'DP-FedAvg (local eps of DP-REC)'
+# DP-FedAvg at DP-REC's local epsilon, two ways (see `_local_dp`).
+DP_FEDAVG_SUM_NOISE = "DP-FedAvg, sum noise at REC's local eps"
+DP_FEDAVG_CLIENT_NOISE = "DP-FedAvg, client noise at REC's local eps"
 
 # --quick: toy runs on tiny embedded StackOverflow data (code path only).
 QUICK_TRAINING = dict(rounds=2, clients_per_round=4, eval_every=10,
@@ -71,6 +72,7 @@ class Runs:
   records: list
   setting: str  # The budget, e.g. '10 rounds x 40 clients, 3 seeds'.
   context: dict  # Reference rows (initial model, frequent tags), in %.
+  rounds: int  # As configured (a run may stop earlier, see its record).
 
   def references(self) -> str:
     return '; '.join(f'{name} {100 * value:.2f}'
@@ -84,6 +86,7 @@ def _train(config, task: str, name: str, aggregators: Sequence[str],
            **overrides) -> Runs:
   """Trains `aggregators` for `config.training_seeds` seeds (resumable)."""
   from experiments import config as config_lib  # pylint: disable=g-import-not-at-top
+  from experiments import tasks  # pylint: disable=g-import-not-at-top
   from experiments import training  # pylint: disable=g-import-not-at-top
   seeds = min(2, config.training_seeds) if config.quick else (
       config.training_seeds)
@@ -100,10 +103,10 @@ def _train(config, task: str, name: str, aggregators: Sequence[str],
   context = {}
   records = training.run(run_config, print_fn=lambda *args: None,
                          context_out=context)
+  rounds = run_config.rounds or tasks.defaults(task).rounds
   first = records[0]
-  return Runs(records, f'{first["rounds"]} rounds x '
-                       f'{first["clients_per_round"]} clients, {seeds} seeds',
-              context)
+  return Runs(records, f'{rounds} rounds x {first["clients_per_round"]} '
+                       f'clients, {seeds} seeds', context, rounds)
 
 
 def _metric(records) -> tuple:
@@ -215,7 +218,7 @@ def ablation_cells(config, log: Callable[[str], None]) -> tuple:
   result.context = reference.context
   common = dict(population=first['population'],
                 clients_per_round=first['clients_per_round'],
-                rounds=first['rounds'], delta=first['delta'],
+                rounds=reference.rounds, delta=first['delta'],
                 num_groups=first['params']['num_groups'])
   result.common = common
   for bits in sorted(set(EPSILON_BITS) | set(bits_list)):
@@ -247,49 +250,79 @@ def ablation_cells(config, log: Callable[[str], None]) -> tuple:
 
 
 def _local_dp(config, epsilon, result, log) -> list:
-  """DP-REC and DP-FedAvg at central `epsilon`; DP-FedAvg at REC's local."""
+  """DP-REC and DP-FedAvg at central `epsilon`, and DP-FedAvg at REC's local.
+
+  DP-REC's local epsilon (one participation, no amplification, against a
+  server that sees its message) is matched two ways; both use the smallest
+  noise multiplier z whose single Gaussian release of one update (q = 1,
+  one step) has at most that epsilon at the same delta:
+  * sum noise (the paper's reading): TFF's DP-FedAvg with noise z C on the
+    sum. Its guarantee per participation holds only against a server that
+    sees the noisy sum alone (secure aggregation), not individual updates.
+  * client noise: every client adds N(0, (z C)^2) to its clipped update, a
+    guarantee against a server that sees every update, like DP-REC's. The
+    sum of B such noises is one Gaussian of stddev sqrt(B) z C, so the
+    simulation runs DP-FedAvg at noise multiplier sqrt(B) z.
+  Both report their central epsilon at the noise they add to the sum.
+  """
   from tff_dprec import accounting  # pylint: disable=g-import-not-at-top
   central = _train(config, ABLATION_TASK, f'ablation_local/eps{epsilon:g}',
                    ['dp_rec', 'dp_fedavg'], target_epsilon=epsilon)
   rec = central.of('dp_rec')
   first = rec[0]
+  delta = first['delta']
   local = first['local_epsilon_per_participation']
-  z = accounting.calibrate_dp_fedavg_noise(
-      target_epsilon=local, population=1, clients_per_round=1, rounds=1,
-      delta=first['delta'])
-  fedavg_local_epsilon = accounting.dp_fedavg_epsilon(
-      noise_multiplier=z, population=1, clients_per_round=1, rounds=1,
-      delta=first['delta'])
-  fedavg_central = accounting.dp_fedavg_epsilon(
-      noise_multiplier=z, population=first['population'],
-      clients_per_round=first['clients_per_round'], rounds=first['rounds'],
-      delta=first['delta'])
-  matched = _train(config, ABLATION_TASK,
-                   f'ablation_local/eps{epsilon:g}_fedavg_local',
-                   ['dp_fedavg'], noise_multiplier=z,
-                   target_epsilon=accounting.round_up(fedavg_central))
+  one_release = dict(population=1, clients_per_round=1, rounds=1,
+                     delta=delta)
+  z = accounting.calibrate_dp_fedavg_noise(target_epsilon=local,
+                                           **one_release)
+  fedavg_local_epsilon = accounting.dp_fedavg_epsilon(noise_multiplier=z,
+                                                      **one_release)
+  federation = dict(population=first['population'],
+                    clients_per_round=first['clients_per_round'],
+                    rounds=central.rounds, delta=delta)
+  client_z = z * math.sqrt(first['clients_per_round'])
+  variants = {}
+  for method, suffix, noise in ((DP_FEDAVG_SUM_NOISE, 'fedavg_local', z),
+                                (DP_FEDAVG_CLIENT_NOISE, 'fedavg_client_noise',
+                                 client_z)):
+    central_epsilon = accounting.dp_fedavg_epsilon(noise_multiplier=noise,
+                                                   **federation)
+    runs = _train(config, ABLATION_TASK,
+                  f'ablation_local/eps{epsilon:g}_{suffix}', ['dp_fedavg'],
+                  noise_multiplier=noise,
+                  target_epsilon=accounting.round_up(central_epsilon))
+    variants[method] = (noise, central_epsilon, runs.of('dp_fedavg'))
   entry = dict(epsilon=epsilon, local_epsilon=local, noise_multiplier=z,
                context=central.context,
                fedavg_local_epsilon=fedavg_local_epsilon,
-               fedavg_central_epsilon=fedavg_central,
+               fedavg_central_epsilon=variants[DP_FEDAVG_SUM_NOISE][1],
+               client_noise_multiplier=client_z,
+               client_noise_central_epsilon=variants[
+                   DP_FEDAVG_CLIENT_NOISE][1],
                fedavg_central_noise=central.of('dp_fedavg')[0]['params'][
                    'noise_multiplier'],
-               records={rp.DP_REC: rec,
-                        rp.DP_FEDAVG: central.of('dp_fedavg'),
-                        DP_FEDAVG_LOCAL: matched.of('dp_fedavg')})
+               records={rp.DP_REC: rec, rp.DP_FEDAVG: central.of('dp_fedavg'),
+                        **{m: v[2] for m, v in variants.items()}})
   result.local.append(entry)
   basis = (f'ablation: local DP at central epsilon {epsilon:g}; '
            f'{central.setting}')
   references = central.references() + '.'
+  matched = (f'z = {z:.4g}: one release of one update has epsilon '
+             f'{fedavg_local_epsilon:.4g} <= {local:.4g}')
   cells = []
   for method, note in (
       (rp.DP_REC, f'local epsilon per participation {local:.4g}.'),
       (rp.DP_FEDAVG, 'z calibrated to the central epsilon: '
                      f"{entry['fedavg_central_noise']:.4g}."),
-      (DP_FEDAVG_LOCAL,
-       f'z = {z:.4g}: one release of one update has epsilon '
-       f'{fedavg_local_epsilon:.4g} <= {local:.4g}; its central epsilon '
-       f'is {fedavg_central:.4g}.')):
+      (DP_FEDAVG_SUM_NOISE,
+       f'{matched}, noise z C on the sum (holds against a server that sees '
+       'only the noisy sum); its central epsilon is '
+       f"{entry['fedavg_central_epsilon']:.4g}."),
+      (DP_FEDAVG_CLIENT_NOISE,
+       f'{matched}, noise z C on each update (sum noise sqrt(B) z = '
+       f'{client_z:.4g}); its central epsilon is '
+       f"{entry['client_noise_central_epsilon']:.4g}.")):
     records = entry['records'][method]
     cells.append(rp.Cell(ABLATION_TASK, method, records[0]['epsilon'],
                          'metric', None, _metric(records)[0], basis,
@@ -368,7 +401,7 @@ def write_plots(output_dir: str, result: Ablations) -> list:
     ax.set_ylabel('recall@5 (%)')
     ax.set_title(f'{ABLATION_TASK}: DP-FedAvg at DP-REC\'s local epsilon')
     # Room above the bars for the legend.
-    ax.set_ylim(0, 1.45 * ax.get_ylim()[1])
+    ax.set_ylim(0, 1.6 * ax.get_ylim()[1])
     ax.legend(fontsize='small', loc='upper left', ncol=2)
     fig.tight_layout()
     path = os.path.join(output_dir, 'ablation_local_dp.png')
@@ -396,18 +429,26 @@ def markdown(result: Optional[Ablations]) -> list:
                   for b in sorted(result.bits_epsilon)) + ' |', '',
               '![bit width](ablation_bits.png)', '']
   if result.local:
-    lines += ['Local DP: DP-FedAvg\'s noise multiplier z such that one '
+    lines += ['Local DP: z is the smallest noise multiplier whose single '
               'Gaussian release of one update has at most DP-REC\'s local '
-              'epsilon (same delta, RDP conversion of dp_accounting for '
-              'both).', '',
-              '| central eps | DP-REC local eps | z (local match) | '
-              'its local eps | its central eps | z (central) |',
-              '|---|---|---|---|---|---|']
+              'epsilon (same delta, dp_accounting\'s RDP conversion for '
+              'both). "Sum noise" adds z C to the sum (the paper\'s '
+              'reading; the guarantee holds only against a server that '
+              'sees the noisy sum alone); "client noise" adds z C to each '
+              'update (a guarantee against a server that sees every update, '
+              'as DP-REC\'s), simulated as sqrt(B) z on the sum. The central '
+              'epsilon of each is at the noise on the sum.', '',
+              '| central eps | DP-REC local eps | z | its local eps | '
+              'central eps, sum noise | sqrt(B) z | central eps, client '
+              'noise | z (central calibration) |',
+              '|---|---|---|---|---|---|---|---|']
     for e in result.local:
       lines.append(f"| {e['epsilon']:g} | {e['local_epsilon']:.4g} | "
                    f"{e['noise_multiplier']:.4g} | "
                    f"{e['fedavg_local_epsilon']:.4g} | "
                    f"{e['fedavg_central_epsilon']:.4g} | "
+                   f"{e['client_noise_multiplier']:.4g} | "
+                   f"{e['client_noise_central_epsilon']:.4g} | "
                    f"{e['fedavg_central_noise']:.4g} |")
     lines += ['', '![local DP](ablation_local_dp.png)', '']
   return lines

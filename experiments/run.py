@@ -202,6 +202,7 @@ def main(argv):
   worker_reaper.install()
   from experiments import checkpoints  # pylint: disable=g-import-not-at-top
   from experiments import ledger  # pylint: disable=g-import-not-at-top
+  from experiments import plans  # pylint: disable=g-import-not-at-top
   from experiments import tasks  # pylint: disable=g-import-not-at-top
   from experiments import training  # pylint: disable=g-import-not-at-top
   try:
@@ -209,7 +210,7 @@ def main(argv):
   except (tasks.MissingDataError,
           checkpoints.CheckpointConfigMismatchError,
           ledger.PrivacyLedgerError, ledger.LedgerConfigMismatchError,
-          training.OutputDirError) as e:
+          training.OutputDirError, plans.OverBudgetError) as e:
     worker_reaper.reap()
     _fail(e)
 

@@ -147,6 +147,8 @@ def run(config: config_lib.RunConfig, print_fn=print,
     pool.start()
     print_fn(f'[{task.name}] running on {config.workers} TFF workers at '
              f'loopback ports {pool.ports}.')
+  with _timed('calibrate and build'):
+    _check_fixed_parameters(task, config)
   with _timed('reference rows'):
     context = _context(task, config)
   results, curves = [], {}
@@ -253,17 +255,7 @@ def _build_aggregator(task, config, name, pool, print_fn) -> _Built:
   if config.downlink == 'history' and not use_history:
     print_fn(f'[{task.name}/{name}] no messages to send as history: '
              'full-model downlink.')
-  value_type = tff.learning.models.weights_type_from_model(
-      task.baseline.model_fn).trainable
-  plan = plans.plan(
-      name, value_type=value_type, population=task.population,
-      clients_per_round=config.clients_per_round, rounds=config.rounds,
-      target_epsilon=config.target_epsilon, delta=config.delta,
-      bits=config.bits, grouping=config.grouping,
-      noise_stddev=config.noise_stddev, l2_clip=config.l2_clip,
-      noise_multiplier=config.noise_multiplier, clip_ratio=config.clip_ratio,
-      record_messages=use_history, accounting=config.accounting,
-      insecure_test_seed=config.insecure_test_seed)
+  plan = _plan(task, config, name, use_history)
   spec = plans.get(name)
   if config.insecure_test_seed is not None and spec.supports_history:
     print_fn(f'[{task.name}/{name}] WARNING: insecure test mode: client '
@@ -372,6 +364,35 @@ def _set_context(plan, pool):
     tff.backends.native.set_sync_local_cpp_execution_context()
 
 
+def _plan(task, config, name, record_messages):
+  """Calibrates aggregator `name` (plans.plan) for the task and config."""
+  value_type = tff.learning.models.weights_type_from_model(
+      task.baseline.model_fn).trainable
+  return plans.plan(
+      name, value_type=value_type, population=task.population,
+      clients_per_round=config.clients_per_round, rounds=config.rounds,
+      target_epsilon=config.target_epsilon, delta=config.delta,
+      bits=config.bits, grouping=config.grouping,
+      noise_stddev=config.noise_stddev, l2_clip=config.l2_clip,
+      noise_multiplier=config.noise_multiplier, clip_ratio=config.clip_ratio,
+      record_messages=record_messages, accounting=config.accounting,
+      insecure_test_seed=config.insecure_test_seed)
+
+
+def _check_fixed_parameters(task, config):
+  """Refuses a fixed noise multiplier or clip ratio over the budget.
+
+  Before any aggregator trains, so that a refusal costs no training.
+
+  Raises:
+    ValueError: If the fixed parameter's epsilon exceeds target_epsilon.
+  """
+  for name, field in (('dp_fedavg', 'noise_multiplier'),
+                      ('dp_rec', 'clip_ratio')):
+    if getattr(config, field) is not None and name in config.aggregators:
+      _plan(task, config, name, record_messages=False)
+
+
 def _fingerprint_config(task, config, plan, server_lr, use_history) -> dict:
   """What a checkpoint must match."""
   return dict(
@@ -439,7 +460,7 @@ def _within_budget(run_, progress, round_num) -> bool:
   if not run_.plan.private:
     return True
   next_epsilon = run_.plan.epsilon_after(round_num + progress.lost_rounds)
-  if next_epsilon > run_.config.target_epsilon * (1 + 1e-9):
+  if not next_epsilon <= run_.config.target_epsilon * (1 + 1e-9):
     progress.stopped = (f'stopped before round {round_num}: epsilon would '
                         f'reach {next_epsilon:.4f} > '
                         f'{run_.config.target_epsilon}')

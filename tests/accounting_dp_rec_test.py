@@ -319,7 +319,17 @@ class CalibrationTest(parameterized.TestCase):
       ('zero_below', lambda x: 0.0 if x < 0.5 else x, 2.0, True, 2.0),
       ('inf_above', lambda x: math.inf if x > 3.0 else x, 2.5, True, 2.5),
       ('inf_below', lambda z: math.inf if z < 0.1 else 1.0 / z, 4.0, False,
-       0.25))
+       0.25),
+      # Where interpolation stalls (review of the search): a flat approach
+      # and a jump, a kink, a plateau on the target, both directions.
+      ('jump', lambda x: 1 - 1e-6 * (3 - x) if x < 3 else 2.0, 1.0, True,
+       3.0),
+      ('kink', lambda x: 1 - 1e-4 * (3 - x) if x < 3 else 1 + 1e6 * (x - 3),
+       1.0, True, 3.0),
+      ('jump_decreasing',
+       lambda z: 1 - 1e-6 * (z - 3) if z > 3 else 2.0, 1.0, False, 3.0),
+      ('plateau', lambda x: 1.0 if x <= 5 else 2.0, 1.0, True, 5.0),
+      ('nan_above', lambda x: math.nan if x > 2 else x, 3.0, True, 2.0))
   def test_search_finds_the_boundary(self, fn, target, largest, boundary):
     lo, hi, tol = 1e-3, 25.0, 1e-6
     calls = []
@@ -335,6 +345,34 @@ class CalibrationTest(parameterized.TestCase):
     self.assertLessEqual(fn(x), target)  # Always meets the target,
     self.assertLessEqual(abs(x - boundary), 2 * tol * boundary)  # Within tol.
     self.assertTrue(all(lo <= c <= hi for c in calls))
+    # At most a few times bisection's steps (geometric to a factor 4, then
+    # halving to tol): the stall safeguard bounds the interpolation.
+    bisection = (math.log2(math.log2(hi / lo) / 2) +
+                 math.log2(4 / tol) + 2)
+    self.assertLessEqual(len(calls), (calibration._STALL_STEPS + 1) *  # pylint: disable=protected-access
+                         bisection)
+
+  @parameterized.parameters(
+      (dict(lo=0.0), 'lo=0.0'), (dict(lo=2.0, hi=1.0), 'hi=1.0'),
+      (dict(target=0.0), 'target_epsilon must be positive'),
+      (dict(tol=0.0), 'tol must be'), (dict(tol=1.0), 'tol must be'))
+  def test_search_rejects_bad_arguments(self, changes, message):
+    kwargs = dict(target=1.0, lo=1e-3, hi=25.0, tol=1e-6)
+    kwargs.update(changes)
+    with self.assertRaisesRegex(ValueError, message):
+      calibration.search(lambda x: x, name='x', largest=True, **kwargs)
+
+  def test_real_accountants_need_far_fewer_steps_than_bisection(self):
+    calls = []
+    epsilon = lambda z: (calls.append(z), accounting.dp_fedavg_epsilon(  # pylint: disable=g-long-lambda
+        noise_multiplier=z, population=4000, clients_per_round=40,
+        rounds=10, delta=1e-4))[1]
+    z = calibration.search(epsilon, 1.0, calibration.MIN_NOISE_MULTIPLIER,
+                           calibration.MAX_NOISE_MULTIPLIER, 1e-6, 'z',
+                           largest=False)
+    self.assertLessEqual(epsilon(z), 1.0)
+    self.assertGreater(epsilon(z * (1 - 2e-6)), 1.0)
+    self.assertLessEqual(len(calls), 17)  # Bisection: 26 here.
 
   def test_search_refuses_an_unreachable_target(self):
     with self.assertRaisesRegex(accounting.TargetUnreachableError,

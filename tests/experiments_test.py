@@ -431,7 +431,7 @@ class FixedNoiseMultiplierTest(tf.test.TestCase):
     self.assertLess(calibrated.params['noise_multiplier'], 0.9)
 
   def test_noise_above_the_budget_is_refused(self):
-    with self.assertRaisesRegex(ValueError,
+    with self.assertRaisesRegex(plans.OverBudgetError,
                                 r'noise_multiplier=0.5 gives epsilon=.*'
                                 r'above target_epsilon=1.0'):
       plans.plan('dp_fedavg', target_epsilon=1.0, noise_multiplier=0.5,
@@ -457,6 +457,10 @@ class FixedNoiseMultiplierTest(tf.test.TestCase):
     with self.assertRaisesRegex(ValueError, 'noise_multiplier must be'):
       config_lib.RunConfig(task='digits', aggregators=('dp_fedavg',),
                            noise_multiplier=-1.0)
+    with self.assertRaisesRegex(ValueError, r'clip_ratio must be in \[0.001, '
+                                r'25.0\].*found 30.0'):
+      config_lib.RunConfig(task='digits', aggregators=('dp_rec',),
+                           clip_ratio=30.0)
     with self.assertRaisesRegex(ValueError, r'clip_ratio=0.5 applies to '
                                 'dp_rec only'):
       config_lib.RunConfig(task='digits', aggregators=('dp_fedavg',),
@@ -573,10 +577,10 @@ class ResumeTest(tf.test.TestCase):
     reference = _summary(reference_dir)
     self.assertTrue(reference['dp_rec']['insecure_test_mode'])
     self.assertEqual(reference['dp_rec']['replay_mismatches'], 0)
-    # One run killed four times, each resume killed at the next point (the
-    # first resume repeats round 3, so it can be killed there again).
+    # One run killed four times, each resume killed at a later point, so
+    # that every resumed process saves rounds the final result is built on.
     output_dir = self.create_tempdir().full_path
-    kills = ('dp_rec:3:started', 'dp_rec:3:trained', 'dp_rec:4:saved',
+    kills = ('dp_rec:2:started', 'dp_rec:3:trained', 'dp_rec:4:saved',
              'fedavg:2:trained')
     for k, kill_at in enumerate(kills):
       killed = _run_cli(self._args(output_dir, data_dir),
@@ -820,6 +824,13 @@ class CliTest(parameterized.TestCase):
       ('duplicate_aggregators', ['--aggregators=dp_rec,fedavg,dp_rec'],
        'more than once'),
       ('unknown_flag', ['--epsilon=1'], 'epsilon'),
+      ('noise_multiplier_out_of_range',
+       ['--aggregators=dp_fedavg', '--noise_multiplier=1e6'],
+       'noise_multiplier must be in'),
+      # Refused before anything trains (fedavg is listed first).
+      ('noise_multiplier_over_budget',
+       ['--task=digits', '--aggregators=fedavg,dp_fedavg', '--rounds=2',
+        '--noise_multiplier=0.01'], 'above target_epsilon=1.0'),
       ('output_is_a_file', ['--task=digits', '--output_dir=/etc/hostname'],
        'cannot be used'),
       ('output_unwritable', ['--task=digits', '--output_dir=/proc/out'],

@@ -252,6 +252,7 @@ class QuickEndToEndTest(tf.test.TestCase):
     for section in ('## Utility', '## Ablations', 'ablation_bits.png',
                     'ablation_local_dp.png'):
       self.assertIn(section, self.markdown)
+    self.assertNotIn('Not run: `--part=', self.markdown)
     for name in ('ablation_bits.png', 'ablation_local_dp.png',
                  'ablations.json'):
       self.assertTrue(os.path.exists(os.path.join(self.output_dir, name)))
@@ -309,12 +310,27 @@ class QuickEndToEndTest(tf.test.TestCase):
                          entry['local_epsilon'])
     self.assertGreater(accounting.dp_fedavg_epsilon(
         noise_multiplier=z - 1e-5, **one_release), entry['local_epsilon'])
-    local_runs = entry['runs'][reproduce_training.DP_FEDAVG_LOCAL]
-    for run in local_runs:
+    for run in entry['runs'][reproduce_training.DP_FEDAVG_SUM_NOISE]:
       self.assertEqual(run['params']['noise_multiplier'], z)
       self.assertAllClose(run['epsilon'], entry['fedavg_central_epsilon'])
+    # Per-client noise N(0, (z C)^2) sums to sqrt(B) z C over B clients.
+    setting = ablations['accounting_setting']
+    clients = setting['clients_per_round']
+    self.assertAllClose(entry['client_noise_multiplier'],
+                        z * math.sqrt(clients), rtol=1e-12)
+    for run in entry['runs'][reproduce_training.DP_FEDAVG_CLIENT_NOISE]:
+      self.assertEqual(run['params']['noise_multiplier'],
+                       entry['client_noise_multiplier'])
+      self.assertAllClose(run['epsilon'],
+                          entry['client_noise_central_epsilon'])
+      self.assertLess(run['epsilon'], entry['fedavg_central_epsilon'])
+    # DP-REC's local epsilon is the accountant's, for its own c.
     for run in entry['runs'][reproduce.DP_REC]:
       self.assertLessEqual(run['epsilon'], entry['epsilon'])
+      params = run['params']
+      self.assertEqual(entry['local_epsilon'], accounting.dp_rec_local_epsilon(
+          clip_ratio=params['clip_ratio'], delta=delta, bits=params['bits'],
+          num_groups=params['num_groups']))
 
   def test_paper_like_protocol_reproduces_dp_rec_communication(self):
     # A regression check of the finding in REPRODUCTION.md: the paper's
