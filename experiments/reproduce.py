@@ -30,9 +30,9 @@ Parts (the default is all four):
   the real tasks when their files are in --data_dir) with the experiments'
   per-run budget, not the paper's rounds.
 
---quick gives a version for the tests (about 2 minutes): privacy for MNIST without
-calibration, communication at full scale with one sampling seed, and toy
-training runs on tiny embedded data.
+--quick gives a version for the tests (about 2 minutes): privacy for MNIST
+without calibration, communication at full scale with one sampling seed, and
+toy training runs on tiny embedded data.
 
 Every number attributed to the paper comes from `PAPER`, one entry per
 number with the line of shared/paper/dp-rec.tex it is printed on
@@ -1296,7 +1296,8 @@ def main(argv=None):
   parser.add_argument('--part', default=','.join(DEFAULT_PARTS),
                       help=f'comma-separated subset of {",".join(PARTS)}')
   parser.add_argument('--quick', action='store_true',
-                      help='a version for the tests (about 2 minutes: toy training)')
+                      help='a version for the tests (about 2 minutes: toy '
+                      'training)')
   parser.add_argument('--data_dir', default='data_cache',
                       help='data for --part=utility,ablations')
   parser.add_argument('--sampling_seeds', type=int, default=3)
