@@ -303,7 +303,7 @@ class Cell:
 
 
 def paper_cell(task, method, epsilon, quantity, ours, basis, note='',
-          paper=True) -> Cell:
+               paper=True) -> Cell:
   """A cell whose `paper` is looked up in `PAPER` (never typed in)."""
   value = None
   if paper:
@@ -699,9 +699,9 @@ def _baseline_comm_cells(task) -> list:
                              clients_per_round=fed['clients_per_round'],
                              num_params=d)
   cells = [paper_cell(task, DP_FEDAVG, None, 'total_comm', fedavg.gib,
-                 'T B (32 d down + 32 d up)',
-                 _comm_note(task, DP_FEDAVG, fedavg.gib) +
-                 _fedavg_why(task, fedavg.gib))]
+                      'T B (32 d down + 32 d up)',
+                      _comm_note(task, DP_FEDAVG, fedavg.gib) +
+                      _fedavg_why(task, fedavg.gib))]
   for method in (DDG16, DDG12):
     if paper_number(task, method, None, 'total_comm') is None:
       continue
@@ -717,7 +717,7 @@ def _baseline_comm_cells(task) -> list:
       note = (_comm_note(task, method, traffic.gib) +
               f'{bits} bits x {dim:,} coordinates up, the float model down.')
       cells.append(paper_cell(task, method, None, 'total_comm', traffic.gib,
-                         basis, note))
+                              basis, note))
   return cells
 
 
@@ -826,7 +826,7 @@ def _dp_rec_comm_cells(run: DpRecRun, method: str = DP_REC) -> list:
       note = (_comm_note(run.task, method, ours) +
               f'{ours / library - 1:+.2%} against the library protocol.')
     cells.append(paper_cell(run.task, method, None, 'total_comm', ours, basis,
-                       note))
+                            note))
   return cells
 
 
@@ -854,9 +854,9 @@ def _compression_only_cells(seeds, dp_rec_run) -> list:
                              clients_per_round=fed['clients_per_round'],
                              num_params=model_stats(task).num_params)
   cells = [paper_cell(task, FEDAVG, None, 'total_comm', fedavg.gib,
-                 'T B (32 d down + 32 d up)',
-                 _comm_note(task, FEDAVG, fedavg.gib) +
-                 'Independent check of the FEMNIST model (4k rounds).')]
+                      'T B (32 d down + 32 d up)',
+                      _comm_note(task, FEDAVG, fedavg.gib) +
+                      'Independent check of the FEMNIST model (4k rounds).')]
   same = _dp_rec_comm_cells(dp_rec_run, REC)[0]
   same.note = 'Same protocol and message sizes as DP-REC. ' + same.note
   cells.append(same)
@@ -918,13 +918,13 @@ def dp_rec_privacy_cells(task, epsilon, c, calibrate) -> list:
     eps, error = _attempt(lambda kw=kwargs: accounting.dp_rec_epsilon(
         clip_ratio=c, **kw, **common))
     cells.append(paper_cell(task, DP_REC, epsilon, 'epsilon', eps,
-                       f'{basis} at the paper\'s c', why + error))
+                            f'{basis} at the paper\'s c', why + error))
     if calibrate:
       cal, error = _attempt(lambda kw=kwargs: accounting.calibrate_clip_ratio(
           target_epsilon=epsilon, tol=1e-4, **kw, **common))
       cells.append(paper_cell(task, DP_REC, epsilon, 'clip_ratio', cal,
-                         f'{basis}, calibrated to the paper\'s epsilon',
-                         why + error))
+                              f'{basis}, calibrated to the paper\'s epsilon',
+                              why + error))
   return cells
 
 
@@ -938,14 +938,14 @@ def dp_fedavg_privacy_cells(task, epsilon, z, calibrate) -> list:
     eps = accounting.dp_fedavg_epsilon(noise_multiplier=z,
                                        conversion=conversion, **common)
     cells.append(paper_cell(task, DP_FEDAVG, epsilon, 'epsilon', eps,
-                       f'{basis} at the paper\'s z',
-                       'Poisson-subsampled Gaussian, q = B/N; the paper '
-                       'does not state its RDP orders.'))
+                            f'{basis} at the paper\'s z',
+                            'Poisson-subsampled Gaussian, q = B/N; the paper '
+                            'does not state its RDP orders.'))
     if calibrate:
       cal = accounting.calibrate_dp_fedavg_noise(
           target_epsilon=epsilon, conversion=conversion, tol=1e-4, **common)
       cells.append(paper_cell(task, DP_FEDAVG, epsilon, 'noise_multiplier', cal,
-                         f'{basis}, calibrated to the paper\'s epsilon'))
+                              f'{basis}, calibrated to the paper\'s epsilon'))
   return cells
 
 
@@ -992,9 +992,10 @@ def ddgauss_privacy_cells(task, epsilon, bits) -> list:
     eps_note += f'Our calibrated z = {z:.4g} meets it under our accountant.'
   return [
       paper_cell(task, method, epsilon, 'epsilon', None,
-            "our accountant at Kairouz et al.'s noise", eps_note + error),
+                 "our accountant at Kairouz et al.'s noise", eps_note + error),
       paper_cell(task, method, epsilon, 'noise_multiplier', z,
-            "ours, calibrated at Kairouz et al.'s settings", where + error),
+                 "ours, calibrated at Kairouz et al.'s settings",
+                 where + error),
   ]
 
 

@@ -111,8 +111,7 @@ def _train(config, task: str, name: str, aggregators: Sequence[str],
 
 def _metric(records) -> tuple:
   """(mean %, SE %) over seeds; SE None for one seed."""
-  mean, se = report.mean_se([100.0 * r['final_metric'] for r in records])
-  return mean, se
+  return report.mean_se([100.0 * r['final_metric'] for r in records])
 
 
 def _note(records, quick, extra='') -> str:

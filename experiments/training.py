@@ -2,9 +2,10 @@
 
 `run(config)` trains each aggregator of a `RunConfig` in turn, for each of
 its seeds, the way `tff.simulation.run_training_process` splits its loop:
-calibrate and build once per aggregator (`_build_aggregator`), then per seed
-set up (`_start_seed`), resume (`_resume`), rounds (`_run_round`),
-evaluation, and the record (`_final_record`). Privacy spent is recorded in
+calibrate every aggregator before any trains (`_plan`), build each once
+(`_build_aggregator`), then per seed set up (`_start_seed`), resume
+(`_resume`), rounds (`_run_round`), evaluation, and the record
+(`_final_record`). Privacy spent is recorded in
 the `PrivacyLedger` before each round runs.
 """
 
@@ -147,15 +148,19 @@ def run(config: config_lib.RunConfig, print_fn=print,
     pool.start()
     print_fn(f'[{task.name}] running on {config.workers} TFF workers at '
              f'loopback ports {pool.ports}.')
+  # Every aggregator is calibrated before any trains: a refusal (a target
+  # out of reach, a fixed parameter over the budget) costs no training.
   with _timed('calibrate and build'):
-    _check_fixed_parameters(task, config)
+    planned = {name: _plan(task, config, name, config.uses_history(name))
+               for name in config.aggregators}
   with _timed('reference rows'):
     context = _context(task, config)
   results, curves = [], {}
   try:
     for name in config.aggregators:
       with _timed('calibrate and build'):
-        built = _build_aggregator(task, config, name, pool, print_fn)
+        built = _build_aggregator(task, config, planned[name], pool,
+                                  print_fn)
       for seed in config.seeds:
         record, curve = _train_seed(
             task, dataclasses.replace(config, seed=seed), built, task_dir,
@@ -249,13 +254,13 @@ class _Built:
   server_lr: float
 
 
-def _build_aggregator(task, config, name, pool, print_fn) -> _Built:
-  """Plans (calibrates) the aggregator and builds its learning process."""
+def _build_aggregator(task, config, plan, pool, print_fn) -> _Built:
+  """Builds the learning process of a planned (calibrated) aggregator."""
+  name = plan.name
   use_history = config.uses_history(name)
   if config.downlink == 'history' and not use_history:
     print_fn(f'[{task.name}/{name}] no messages to send as history: '
              'full-model downlink.')
-  plan = _plan(task, config, name, use_history)
   spec = plans.get(name)
   if config.insecure_test_seed is not None and spec.supports_history:
     print_fn(f'[{task.name}/{name}] WARNING: insecure test mode: client '
@@ -377,20 +382,6 @@ def _plan(task, config, name, record_messages):
       noise_multiplier=config.noise_multiplier, clip_ratio=config.clip_ratio,
       record_messages=record_messages, accounting=config.accounting,
       insecure_test_seed=config.insecure_test_seed)
-
-
-def _check_fixed_parameters(task, config):
-  """Refuses a fixed noise multiplier or clip ratio over the budget.
-
-  Before any aggregator trains, so that a refusal costs no training.
-
-  Raises:
-    ValueError: If the fixed parameter's epsilon exceeds target_epsilon.
-  """
-  for name, field in (('dp_fedavg', 'noise_multiplier'),
-                      ('dp_rec', 'clip_ratio')):
-    if getattr(config, field) is not None and name in config.aggregators:
-      _plan(task, config, name, record_messages=False)
 
 
 def _fingerprint_config(task, config, plan, server_lr, use_history) -> dict:
