@@ -146,10 +146,23 @@ class MainJobPipelineTest(tf.test.TestCase):
     self.assertEqual([(r['aggregator'], r['seed']) for r in records],
                      [(n, s) for n in names for s in (5, 6)])
     _check_outputs(self, task_dir, records, 3, 8.0)
-    # The two seeds are different runs: sampling and initial model differ.
+    # The two seeds are different runs: the initial model differs between
+    # seeds and is shared by every aggregator of a seed (paired runs).
+    # Private runs draw fresh noise, so only FedAvg's final metric is a
+    # function of the seed alone.
+    initial = {}
+    for r in records:
+      with open(os.path.join(task_dir, r['aggregator'], f"seed{r['seed']}",
+                             'record.json')) as f:
+        curve = json.load(f)['curve']
+      self.assertEqual(curve[0]['round'], 0)
+      initial[r['aggregator'], r['seed']] = curve[0]['metric']
     for name in names:
-      a, b = (r for r in records if r['aggregator'] == name)
-      self.assertNotEqual(a['final_metric'], b['final_metric'])
+      self.assertEqual(initial[name, 5], initial['fedavg', 5])
+      self.assertEqual(initial[name, 6], initial['fedavg', 6])
+    self.assertNotEqual(initial['fedavg', 5], initial['fedavg', 6])
+    a, b = (r for r in records if r['aggregator'] == 'fedavg')
+    self.assertNotEqual(a['final_metric'], b['final_metric'])
     table = open(os.path.join(task_dir, 'table.md')).read()
     for name in names:
       row = next(line for line in table.splitlines()
