@@ -205,7 +205,8 @@ def evaluate(task: Task, model_weights, max_examples: Optional[int] = None,
   examples. Metrics are computed here from the model's predictions: TFF's Keras
   metric finalizers create variables inside a `tf.function` and cannot be
   called twice in one process. `split` is 'test' or 'validation' (SO-LR's
-  held-out clients; used for tuning, never the test split).
+  held-out clients, digits' 180 held-out examples; used for tuning, never
+  the test split).
 
   Raises:
     ValueError: For another split, or 'validation' on a task without one.
@@ -437,12 +438,16 @@ def _digits(data_dir, batch, seed):
   x = (digits.images.astype(np.float32) / 16.0)[..., None]
   y = digits.target.astype(np.int32)
   order = np.random.default_rng(1234).permutation(len(y))
-  test, train = order[:360], order[360:]
+  # 360 test examples, 180 validation examples (for `experiments.tune`), the
+  # other 1257 dealt to the clients.
+  test, validation, train = order[:360], order[360:540], order[540:]
   baseline = _dirichlet_image_task(x[train], y[train], x[test], y[test], 100,
-                                   1.0, batch, seed, _small_cnn)
+                                   1.0, batch, seed, _small_cnn,
+                                   validation=(x[validation], y[validation]))
   return baseline, 'accuracy', 'accuracy', 'real', (
       'scikit-learn\'s 8x8 handwritten digits (shipped with the package), '
-      '100 Dirichlet(1.0) clients.')
+      '100 Dirichlet(1.0) clients; 360 test and 180 validation examples '
+      'held out.')
 
 
 def dirichlet_split(labels: np.ndarray, num_clients: int, alpha: float,
@@ -471,7 +476,8 @@ def dirichlet_split(labels: np.ndarray, num_clients: int, alpha: float,
 
 
 def _dirichlet_image_task(x_train, y_train, x_test, y_test, num_clients,
-                          alpha, batch, seed, model_builder):
+                          alpha, batch, seed, model_builder, validation=None):
+  """Dirichlet clients of the training arrays; `validation` is (x, y)."""
   parts = dirichlet_split(y_train, num_clients, alpha, seed)
   client_arrays = {
       f'client_{i:03d}': collections.OrderedDict(x=x_train[p], y=y_train[p])
@@ -488,8 +494,13 @@ def _dirichlet_image_task(x_train, y_train, x_test, y_test, num_clients,
   def eval_preprocess(ds):
     return ds.batch(256).map(lambda e: (e['x'], e['y']))
 
+  validation_data = None
+  if validation is not None:
+    validation_data = tff.simulation.datasets.TestClientData({
+        'validation': collections.OrderedDict(x=validation[0],
+                                              y=validation[1])})
   datasets = tff.simulation.baselines.BaselineTaskDatasets(
-      train_data=train, test_data=test, validation_data=None,
+      train_data=train, test_data=test, validation_data=validation_data,
       train_preprocess_fn=train_preprocess,
       eval_preprocess_fn=eval_preprocess)
   input_shape = x_train.shape[1:]

@@ -9,8 +9,8 @@ A grid is one or more '|'-separated blocks; each block is the product of its
 server_momentum, client_lr, l2_clip, noise_stddev, bits, grouping, ...). Every
 setting trains `--num_seeds` seeds at the same privacy target as the main job
 and is scored by the final metric on the task's *validation* split (SO-LR's
-held-out clients), never the test split; the test split is used only by
-`experiments.run`.
+held-out clients, digits' 180 held-out examples), never the test split; the
+test split is used only by `experiments.run`.
 
 Writes `<output_dir>/<task>/tune_<aggregator>.json` (every setting's validation
 metric per seed) and prints the ranking. Settings already in that file are not

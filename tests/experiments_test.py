@@ -93,6 +93,38 @@ class DirichletSplitTest(tf.test.TestCase):
     self.assertTrue(all(len(p) > 0 for p in parts))
 
 
+class DigitsSplitTest(tf.test.TestCase):
+
+  def test_clients_validation_and_test_partition_the_dataset(self):
+    from sklearn import datasets as sk_datasets  # pylint: disable=g-import-not-at-top
+    task = tasks.create_task('digits', self.create_tempdir().full_path)
+    data = task.baseline.datasets
+
+    def rows(dataset):
+      return [(e['x'].tobytes(), int(e['y']))
+              for e in dataset.as_numpy_iterator()]
+
+    train = [r for client in data.train_data.client_ids
+             for r in rows(data.train_data.create_tf_dataset_for_client(
+                 client))]
+    validation = rows(
+        data.validation_data.create_tf_dataset_from_all_clients())
+    test = rows(data.test_data)
+    self.assertLen(data.train_data.client_ids, 100)
+    self.assertEqual((len(train), len(validation), len(test)),
+                     (1257, 180, 360))
+    digits = sk_datasets.load_digits()
+    everything = [
+        ((x.astype(np.float32) / 16.0)[..., None].tobytes(), int(y))
+        for x, y in zip(digits.images, digits.target)]
+    self.assertCountEqual(train + validation + test, everything)
+    weights = tff.learning.models.ModelWeights.from_model(
+        task.baseline.model_fn())
+    self.assertEqual(
+        tasks.evaluate(task, weights, split='validation')['num_examples'],
+        180)
+
+
 class MissingDataTest(parameterized.TestCase):
 
   @parameterized.parameters(('mnist', 'mnist.npz'),
