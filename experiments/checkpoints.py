@@ -12,6 +12,10 @@ Each aggregator's run keeps, under `<output_dir>/<task>/<aggregator>/`:
   runs; checkpoints carry a copy of its total.
 * `record.json`: the finished run's record, so a resumed multi-aggregator run
   skips the aggregators already done.
+
+`--noresume` removes the run's checkpoints and record and archives its ledger;
+folders set aside (`*.corrupt*`, `*.foreign*`) are kept, since they may hold
+another configuration's work: delete them by hand.
 """
 
 import asyncio
