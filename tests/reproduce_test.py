@@ -353,5 +353,47 @@ class ConfigTest(parameterized.TestCase):
       reproduce.ReproduceConfig(output_dir='x', sampling_seeds=0)
 
 
+class CommittedOutputTest(tf.test.TestCase):
+  """docs/ holds a full run's output: it must agree with the paper and itself."""
+
+  _DOCS = os.path.join(os.path.dirname(os.path.dirname(
+      os.path.abspath(__file__))), 'docs')
+
+  def setUp(self):
+    super().setUp()
+    with open(os.path.join(self._DOCS, 'reproduce.json')) as f:
+      self.cells = json.load(f)
+    with open(os.path.join(self._DOCS, 'REPRODUCTION.md')) as f:
+      self.markdown = f.read()
+
+  def test_paper_numbers_are_the_papers(self):
+    with_paper = [c for c in self.cells if c['paper'] is not None]
+    self.assertNotEmpty(with_paper)
+    for cell in with_paper:
+      entry = reproduce.paper_number(cell['task'], cell['method'],
+                                     cell['epsilon'], cell['quantity'])
+      self.assertEqual(cell['paper'], entry.value, msg=str(cell))
+
+  def test_every_table1_number_is_shown(self):
+    for entry in filter(reproduce.in_table1, reproduce.PAPER):
+      self.assertRegex(
+          self.markdown,
+          rf'\| {entry.task} \| {entry.method} \| [^|]+ \| '
+          rf'{entry.value:g} \|')
+
+  def test_markdown_and_json_are_one_run(self):
+    # Every trained cell's note (mean, standard error, per-seed values)
+    # appears in the markdown: neither file was edited without the other.
+    metrics = [c for c in self.cells
+               if c['quantity'] == 'metric' and c['ours'] is not None]
+    self.assertNotEmpty(metrics)
+    for cell in metrics:
+      self.assertIn(cell['note'], self.markdown)
+    for name in ('ablation_bits.png', 'ablation_local_dp.png'):
+      self.assertIn(f'figures/{name}', self.markdown)
+      self.assertTrue(os.path.exists(os.path.join(self._DOCS, 'figures',
+                                                  name)))
+
+
 if __name__ == '__main__':
   tf.test.main()
