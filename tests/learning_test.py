@@ -1,6 +1,7 @@
 """Tests for tff_dprec.learning."""
 
 import collections
+import warnings
 
 from absl.testing import parameterized
 import numpy as np
@@ -40,6 +41,8 @@ def _sgd():
 
 
 _WEIGHTED_MISUSE = 'in the clear.*build_unweighted_fed_avg.*dp_rec_aggregator'
+_WRAPPED_MISUSE = (r'cannot be used inside \w*RobustFactory.*in the clear, '
+                   'outside the DP-REC message.*dp_rec_aggregator')
 
 
 class AggregatorTest(tf.test.TestCase, parameterized.TestCase):
@@ -156,6 +159,33 @@ class WeightedUseTest(tf.test.TestCase):
           model_aggregator=dp_rec.DPRecSumFactory(noise_stddev=0.1,
                                                   l2_clip=1.0))
 
+  def test_mean_factory_around_clipping_around_the_sum_is_refused(self):
+    # The wrapper between them hid MeanFactory from a check of the caller.
+    factory = tff.aggregators.MeanFactory(tff.aggregators.clipping_factory(
+        10.0, dp_rec.DPRecSumFactory(noise_stddev=0.1, l2_clip=1.0)))
+    with self.assertRaisesRegex(TypeError, _WRAPPED_MISUSE):
+      factory.create(tff.TensorType(np.float32, [3]),
+                     tff.TensorType(np.float32))
+
+  def test_weighted_fed_avg_with_clipping_around_the_sum_is_refused(self):
+    with self.assertRaisesRegex(TypeError, _WRAPPED_MISUSE):
+      tff.learning.algorithms.build_weighted_fed_avg(
+          _model_fn, client_optimizer_fn=_sgd(),
+          model_aggregator=tff.aggregators.MeanFactory(
+              tff.aggregators.clipping_factory(10.0, dp_rec.DPRecSumFactory(
+                  noise_stddev=0.1, l2_clip=1.0))))
+
+  def test_robust_wrappers_around_the_mean_are_refused(self):
+    # Their clipped / zeroed counts would reach the server in the clear.
+    for wrapper in (tff.aggregators.clipping_factory,
+                    tff.aggregators.zeroing_factory):
+      with self.subTest(wrapper.__name__), self.assertRaisesRegex(
+          TypeError, _WRAPPED_MISUSE):
+        tff.learning.algorithms.build_unweighted_fed_avg(
+            _model_fn, client_optimizer_fn=_sgd(),
+            model_aggregator=wrapper(10.0, learning.dp_rec_aggregator(
+                0.1, 1.0)))
+
   def test_unweighted_means_around_the_sum_still_work(self):
     value_type = tff.TensorType(np.float32, [3])
     sum_factory = dp_rec.DPRecSumFactory(noise_stddev=0.1, l2_clip=1.0)
@@ -163,6 +193,34 @@ class WeightedUseTest(tf.test.TestCase):
     tff.aggregators.as_weighted_aggregator(
         learning.DPRecMeanFactory(sum_factory)).create(
             value_type, tff.TensorType(np.float32))
+
+
+class ClientMetricsWarningTest(tf.test.TestCase):
+  """Client metrics in the clear next to a private DP-REC aggregator warn."""
+
+  def _build(self, aggregator, **kwargs):
+    with warnings.catch_warnings(record=True) as caught:
+      warnings.simplefilter('always')
+      tff.learning.algorithms.build_unweighted_fed_avg(
+          _model_fn, client_optimizer_fn=_sgd(), model_aggregator=aggregator,
+          **kwargs)
+    return [w for w in caught
+            if issubclass(w.category, learning.ClientMetricsWarning)]
+
+  def test_default_metrics_warn_at_the_users_call(self):
+    caught = self._build(learning.dp_rec_aggregator(0.1, 1.0))
+    self.assertLen(caught, 1)
+    self.assertRegex(str(caught[0].message),
+                     'in the clear|outside the DP-REC message')
+    self.assertIn('no_client_metrics', str(caught[0].message))
+    self.assertEqual(caught[0].filename, __file__)
+
+  def test_no_client_metrics_does_not_warn(self):
+    self.assertEmpty(self._build(learning.dp_rec_aggregator(0.1, 1.0),
+                                 metrics_aggregator=learning.no_client_metrics))
+
+  def test_compression_only_does_not_warn(self):
+    self.assertEmpty(self._build(learning.dp_rec_aggregator(0.1, None)))
 
 
 class HistoryArgumentsTest(tf.test.TestCase):

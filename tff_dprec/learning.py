@@ -15,8 +15,11 @@ aggregated update (the trainable weights).
 
 DP-REC averages without client weights: a client's message depends on its
 update only. `tff.learning.algorithms.build_weighted_fed_avg` and
-`tff.aggregators.MeanFactory` are refused (see
-`dp_rec.check_unweighted_creator`).
+`tff.aggregators.MeanFactory` are refused, and so is any other TFF factory
+wrapped around DP-REC (see `dp_rec.check_unweighted_creator`). A builder
+given a private DP-REC aggregator without
+`metrics_aggregator=no_client_metrics` warns (`ClientMetricsWarning`): TFF
+would sum the clients' training metrics in the clear.
 """
 
 import collections
@@ -31,6 +34,8 @@ from tff_dprec import history
 from tff_dprec import message
 from tff_dprec import rec
 from tff_dprec.aggregators import dp_rec
+
+ClientMetricsWarning = dp_rec.ClientMetricsWarning
 
 
 class DPRecMeanFactory(tff.aggregators.UnweightedMeanFactory):

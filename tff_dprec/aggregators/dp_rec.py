@@ -7,6 +7,7 @@ of messages, and the `tff.aggregators` factory around them.
 
 import collections
 import sys
+import warnings
 from typing import Optional
 
 import numpy as np
@@ -337,46 +338,119 @@ def decode_message(seed_word, indices, *, value_type, noise_stddev: float,
 
 
 def check_unweighted_creator(factory, caller_frame, *, is_mean: bool) -> None:
-  """Raises TypeError if `caller_frame` is a weighted factory's method.
+  """Raises TypeError unless only DP-REC and unweighted means enclose `create`.
 
-  A DP-REC aggregation sees only the values it is given; it cannot take part
-  in a weighted aggregation privately. `tff.aggregators.MeanFactory` calls
-  its value sum with weight x value: the weights then go to the server as
+  A DP-REC aggregation sees only the values it is given; whatever encloses
+  it runs its own client-side code. `tff.aggregators.MeanFactory` calls its
+  value sum with weight x value: the weights then go to the server as
   float32 in the clear (through the weight sum) and the clip bounds
-  weight x update, not the update. So `create` looks at who calls it.
+  weight x update, not the update. `tff.aggregators.clipping_factory` and
+  `zeroing_factory` sum a clipped or zeroed count from every client, also in
+  the clear. So `create` walks the whole chain of factories whose `create`
+  is running (every frame up the stack whose `self` is an aggregation
+  factory) and accepts only:
+
+  * DP-REC's own factories and `tff.aggregators.UnweightedMeanFactory`
+    (which adds only the public client count);
+  * TFF's `as_weighted_aggregator` (the wrapper `build_unweighted_fed_avg`
+    puts around its model aggregator, ignoring the weights), once a mean is
+    in the chain: a sum wrapped that way would be a model aggregator that
+    applies the sum of the updates.
 
   Args:
     factory: The DP-REC factory whose `create` is running.
     caller_frame: The frame of the caller of `create`.
-    is_mean: Whether `factory` is a mean. TFF's `as_weighted_aggregator` (the
-      wrapper `build_unweighted_fed_avg` puts around its model aggregator)
-      ignores the weights and may create a mean; a sum created that way
-      would be a model aggregator that applies the sum of the updates.
+    is_mean: Whether `factory` is a mean.
 
   Raises:
-    TypeError: If the caller is a weighted aggregation factory, other than
-      TFF's `as_weighted_aggregator` around a mean.
+    TypeError: If any other aggregation factory encloses the creation.
   """
-  caller = caller_frame.f_locals.get('self')
+  mean_seen = is_mean
+  metrics_checked = is_mean  # The mean's sum checks the builder's metrics.
+  frame = caller_frame
   del caller_frame
-  if not isinstance(caller, tff.aggregators.WeightedAggregationFactory):
+  try:
+    while frame is not None:
+      if not metrics_checked and _is_tff_builder(frame):
+        metrics_checked = True
+        _warn_if_client_metrics(factory, frame)
+      enclosing = frame.f_locals.get('self')
+      frame = frame.f_back
+      if not isinstance(enclosing, (tff.aggregators.UnweightedAggregationFactory,
+                                    tff.aggregators.WeightedAggregationFactory)):
+        continue
+      if isinstance(enclosing, (DPRecSumFactory,
+                                tff.aggregators.UnweightedMeanFactory)):
+        mean_seen = mean_seen or isinstance(
+            enclosing, tff.aggregators.UnweightedMeanFactory)
+        continue
+      if isinstance(enclosing, _WEIGHTS_IGNORED):
+        if mean_seen:
+          continue
+        raise TypeError(
+            f'{type(factory).__name__} sums the client updates; as a '
+            '`tff.learning` model aggregator the server would apply the sum, '
+            'not the mean. Pass model_aggregator=tff_dprec.learning.'
+            'dp_rec_aggregator(...) (the DP-REC mean) to '
+            'tff.learning.algorithms.build_unweighted_fed_avg.')
+      if isinstance(enclosing, tff.aggregators.WeightedAggregationFactory):
+        raise TypeError(
+            f'{type(factory).__name__} cannot be used inside the weighted '
+            f'{type(enclosing).__name__}: the client weights would reach the '
+            'server as float32 in the clear and the clip would bound weight '
+            'x update. DP-REC averages without weights: use '
+            'tff.learning.algorithms.build_unweighted_fed_avg with '
+            'model_aggregator=tff_dprec.learning.dp_rec_aggregator(...).')
+      raise TypeError(
+          f'{type(factory).__name__} cannot be used inside '
+          f'{type(enclosing).__name__}: that factory runs its own client '
+          'code around DP-REC (for example the clipped or zeroed counts of '
+          'tff.aggregators.clipping_factory and zeroing_factory), and its '
+          'outputs would reach the server in the clear, outside the DP-REC '
+          'message and its epsilon. DP-REC clips every update itself '
+          '(l2_clip): pass model_aggregator=tff_dprec.learning.'
+          'dp_rec_aggregator(...) to '
+          'tff.learning.algorithms.build_unweighted_fed_avg unwrapped.')
+  finally:
+    del frame
+
+
+def _is_tff_builder(frame) -> bool:
+  """Whether `frame` is a `tff.learning` builder's (it has a metrics_aggregator)."""
+  return (frame.f_code.co_name.startswith('build_') and
+          'metrics_aggregator' in frame.f_locals and
+          frame.f_globals.get('__name__', '').startswith('tensorflow_federated'))
+
+
+def _warn_if_client_metrics(factory, builder_frame) -> None:
+  """Warns when a private DP-REC model aggregator comes with client metrics.
+
+  The warning points at the first frame outside TFF: the user's call of the
+  builder.
+  """
+  if factory.l2_clip is None:
+    return  # Compression only: nothing private to leak.
+  metrics_aggregator = builder_frame.f_locals['metrics_aggregator']
+  if (getattr(metrics_aggregator, '__name__', None) == 'no_client_metrics' and
+      getattr(metrics_aggregator, '__module__', '').startswith('tff_dprec')):
     return
-  if isinstance(caller, _WEIGHTS_IGNORED):
-    if is_mean:
-      return
-    raise TypeError(
-        f'{type(factory).__name__} sums the client updates; as a '
-        '`tff.learning` model aggregator the server would apply the sum, '
-        'not the mean. Pass model_aggregator=tff_dprec.learning.'
-        'dp_rec_aggregator(...) (the DP-REC mean) to '
-        'tff.learning.algorithms.build_unweighted_fed_avg.')
-  raise TypeError(
-      f'{type(factory).__name__} cannot be used inside the weighted '
-      f'{type(caller).__name__}: the client weights would reach the server '
-      'as float32 in the clear and the clip would bound weight x update. '
-      'DP-REC averages without weights: use '
-      'tff.learning.algorithms.build_unweighted_fed_avg with '
-      'model_aggregator=tff_dprec.learning.dp_rec_aggregator(...).')
+  user = builder_frame
+  while user.f_back is not None and user.f_globals.get(
+      '__name__', '').startswith('tensorflow_federated'):
+    user = user.f_back
+  warnings.warn_explicit(
+      'The tff.learning builder given DP-REC as model_aggregator also '
+      f'aggregates client metrics (metrics_aggregator={metrics_aggregator!r}):'
+      ' each client\'s training loss and example counts reach the server '
+      'outside the DP-REC message, not covered by its epsilon. Pass '
+      'metrics_aggregator=tff_dprec.learning.no_client_metrics to release '
+      'none.', ClientMetricsWarning, user.f_code.co_filename, user.f_lineno,
+      module=user.f_globals.get('__name__'),
+      registry=user.f_globals.setdefault('__warningregistry__', {}))
+
+
+class ClientMetricsWarning(UserWarning):
+  """A private DP-REC aggregator is built with client metrics in the clear."""
 
 
 def _decoding_message_aggregator(value_type, layout, noise_stddev):
