@@ -38,13 +38,21 @@ class PlanSetting:
                 clients_per_round=self.clients_per_round, delta=self.delta)
 
 
+# How a run draws its clients each round (`AggregatorSpec.sampling`): the
+# scheme its accountant assumes.
+WITH_REPLACEMENT = 'with replacement'  # DP-REC: B draws (Algorithm 7).
+POISSON = 'poisson'  # Each client with probability B/N (DP-FedAvg).
+FIXED_SIZE = 'without replacement within a round'  # B distinct clients.
+SAMPLINGS = (WITH_REPLACEMENT, POISSON, FIXED_SIZE)
+
+
 @dataclasses.dataclass
 class AggregatorPlan:
   """An aggregator with its calibration, privacy accounting and wire sizes."""
   name: str
   factory: Any  # tff.aggregators.UnweightedAggregationFactory
   private: bool
-  sample_with_replacement: bool
+  sampling: str
   params: dict
   upload_bits_per_client: int
   download_bits_per_client: int
@@ -69,7 +77,7 @@ class AggregatorSpec:
   private: bool
   supports_history: bool
   needs_test_context: bool
-  sample_with_replacement: bool
+  sampling: str
   build: Callable[['AggregatorSpec', PlanSetting], AggregatorPlan]
 
 
@@ -161,7 +169,7 @@ def _build_rec(spec, s):
       spec.name, tff.aggregators.UnweightedMeanFactory(
           value_sum_factory=rec_sum),
       private=spec.private,
-      sample_with_replacement=spec.sample_with_replacement, params=params,
+      sampling=spec.sampling, params=params,
       upload_bits_per_client=probe.message_bits(s.value_type),
       download_bits_per_client=_full_model_bits(s.value_type),
       epsilon_after=epsilon_after, rec_sum=rec_sum, accounting=label,
@@ -196,7 +204,7 @@ def _build_dp_fedavg(spec, s):
   full = _full_model_bits(s.value_type)
   return AggregatorPlan(
       spec.name, factory, private=True,
-      sample_with_replacement=spec.sample_with_replacement,
+      sampling=spec.sampling,
       params=dict(noise_multiplier=z, l2_clip=s.l2_clip),
       upload_bits_per_client=full, download_bits_per_client=full,
       epsilon_after=epsilon_after, accounting='subsampled_gaussian_rdp')
@@ -232,7 +240,7 @@ def _build_ddgauss(spec, s):
 
   return AggregatorPlan(
       spec.name, factory, private=True,
-      sample_with_replacement=spec.sample_with_replacement,
+      sampling=spec.sampling,
       params=dict(noise_multiplier=z, l2_clip=s.l2_clip, bits=ddg_bits,
                   scale=params.scale, padded_dim=params.padded_dim),
       upload_bits_per_client=ddg_bits * params.padded_dim,
@@ -260,7 +268,7 @@ def _build_fedavg(spec, s):
   full = _full_model_bits(s.value_type)
   return AggregatorPlan(
       spec.name, tff.aggregators.UnweightedMeanFactory(), private=False,
-      sample_with_replacement=spec.sample_with_replacement, params={},
+      sampling=spec.sampling, params={},
       upload_bits_per_client=full, download_bits_per_client=full)
 
 
@@ -277,25 +285,30 @@ def _full_model_bits(value_type) -> int:
 
 
 # Order: the default comparison first. DP-REC samples with replacement
-# (Algorithm 7); the others B distinct clients per round.
+# (Algorithm 7). DP-FedAvg samples each client independently with
+# probability B/N, as its accountant (Poisson-subsampled Gaussian, fixed
+# denominator B: McMahan et al. 2018) assumes. DDGauss needs exactly B
+# clients (each adds 1/B of the noise), so it draws B distinct clients; its
+# Poisson accounting is an assumption for that sampler (docs/PRIVACY.md,
+# section 8).
 for _spec in (
     AggregatorSpec('dp_rec', private=True, supports_history=True,
-                   needs_test_context=False, sample_with_replacement=True,
+                   needs_test_context=False, sampling=WITH_REPLACEMENT,
                    build=_build_rec),
     AggregatorSpec('rec', private=False, supports_history=True,
-                   needs_test_context=False, sample_with_replacement=True,
+                   needs_test_context=False, sampling=WITH_REPLACEMENT,
                    build=_build_rec),
     AggregatorSpec('dp_fedavg', private=True, supports_history=False,
-                   needs_test_context=False, sample_with_replacement=False,
+                   needs_test_context=False, sampling=POISSON,
                    build=_build_dp_fedavg),
     AggregatorSpec('ddgauss16', private=True, supports_history=False,
-                   needs_test_context=True, sample_with_replacement=False,
+                   needs_test_context=True, sampling=FIXED_SIZE,
                    build=_build_ddgauss),
     AggregatorSpec('ddgauss12', private=True, supports_history=False,
-                   needs_test_context=True, sample_with_replacement=False,
+                   needs_test_context=True, sampling=FIXED_SIZE,
                    build=_build_ddgauss),
     AggregatorSpec('fedavg', private=False, supports_history=False,
-                   needs_test_context=False, sample_with_replacement=False,
+                   needs_test_context=False, sampling=FIXED_SIZE,
                    build=_build_fedavg),
 ):
   register(_spec)

@@ -398,7 +398,12 @@ def _fingerprint_config(task, config, plan, server_lr, use_history) -> dict:
       server_momentum=config.server_momentum, eval_split=config.eval_split,
       server_lr=server_lr, history=use_history,
       verify_clients=config.verify_clients,
-      insecure_test_seed=config.insecure_test_seed)
+      insecure_test_seed=config.insecure_test_seed,
+      # Poisson sampling came after the first checkpoints: only it is named,
+      # so that the others' fingerprints (and their resumes) are unchanged,
+      # and a DP-FedAvg run of the fixed-size sampler is refused.
+      **({'sampling': plan.sampling} if plan.sampling == plans.POISSON
+         else {}))
 
 
 def _resume(run_, state):
@@ -459,23 +464,41 @@ def _within_budget(run_, progress, round_num) -> bool:
   return True
 
 
+def sample_clients(rng: np.random.Generator, client_ids, clients_per_round: int,
+                   sampling: str) -> np.ndarray:
+  """One round's clients, drawn as `sampling` (a `plans.SAMPLINGS` scheme).
+
+  Poisson sampling includes each of the N clients independently with
+  probability B/N: the round has B clients on average, possibly none (the
+  aggregators then release noise alone, as their accounting assumes).
+  """
+  client_ids = np.array(client_ids)
+  if sampling == plans.POISSON:
+    rate = clients_per_round / len(client_ids)
+    return client_ids[rng.random(len(client_ids)) < rate]
+  if sampling not in (plans.WITH_REPLACEMENT, plans.FIXED_SIZE):
+    raise ValueError(f'sampling must be one of {plans.SAMPLINGS}, found '
+                     f'{sampling!r}.')
+  return rng.choice(client_ids, size=clients_per_round,
+                    replace=sampling == plans.WITH_REPLACEMENT)
+
+
 def _run_round(run_, progress, state, round_num):
   """Samples, records the ledger, runs one round; returns (state, row)."""
   config, plan = run_.config, run_.plan
   # The state is restored next; the seed only avoids drawing OS entropy.
   rng = np.random.default_rng(0)
   rng.bit_generator.state = progress.rng_state
-  ids = rng.choice(np.array(run_.task.train_client_ids),
-                   size=config.clients_per_round,
-                   replace=plan.sample_with_replacement)
+  ids = sample_clients(rng, run_.task.train_client_ids,
+                       config.clients_per_round, plan.sampling)
   progress.rng_state = rng.bit_generator.state
   if run_.history is not None:
     with _timed('history downlink'):
       download = run_.history.before_round(round_num - 1, ids, run_.process,
                                            state)
   else:
-    download = plan.download_bits_per_client * config.clients_per_round
-  upload = plan.upload_bits_per_client * config.clients_per_round
+    download = plan.download_bits_per_client * len(ids)
+  upload = plan.upload_bits_per_client * len(ids)
   # Durably recorded before any message can exist (never under-counted).
   run_.ledger.record_start(ledger_lib.LedgerEntry(
       started=round_num, lost=progress.lost_rounds,
@@ -558,8 +581,7 @@ def _final_record(run_, progress, state) -> dict:
       local_epsilon_per_participation=plan.local_epsilon,
       rounds=progress.completed, clients_per_round=config.clients_per_round,
       population=task.population,
-      sampling=('with replacement' if plan.sample_with_replacement else
-                'without replacement within a round'),
+      sampling=plan.sampling,
       params=_jsonable(plan.params),
       upload_bits_per_client_round=plan.upload_bits_per_client,
       download_bits_per_client_round=plan.download_bits_per_client,
