@@ -143,6 +143,11 @@ def markdown_table(records: Sequence[dict],
   lines.append('epsilon: against observers who do not know who was sampled '
                '(amplified). local eps: one participation against the '
                'server (DP-REC; docs/PRIVACY.md).')
+  if any(r['aggregator'].startswith('ddgauss') and r.get('epsilon')
+         for r in records):
+    lines.append('DDGauss epsilon: Poisson accounting for B distinct clients '
+                 'per round, an assumption, not a theorem (docs/PRIVACY.md, '
+                 'section 8).')
   ratios = communication_ratios(records)
   if ratios:
     lines.append('')

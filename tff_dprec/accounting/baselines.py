@@ -1,14 +1,20 @@
 """Accountants of the baselines: DP-FedAvg and TFF's distributed DDGauss.
 
 * DP-FedAvg (McMahan et al. 2018): Poisson-subsampled Gaussian, q = B/N,
-  T rounds (fixed-size sampling accounted as Poisson, as is standard and as
-  the DP-REC and DDGauss papers do).
+  T rounds, add/remove neighbours, sensitivity C of the sum divided by the
+  fixed B. A theorem for Poisson sampling (each client independently with
+  probability q), which is how the experiments sample DP-FedAvg's clients.
+  For B distinct clients per round it is an assumption (common practice,
+  and what the DP-REC and DDGauss papers do), not a proof.
 * DDGauss (Kairouz, Liu, Steinke, ICML 2021): the distributed discrete
   Gaussian with the parameters TFF's `DistributedDpSumFactory` derives
   (scale factor, conditional-rounding-inflated L2 sensitivity), the RDP bound
   of its Proposition 14 / Eq. 17 with the tau term for n clients
   (Theorem 1), amplified by Poisson subsampling with the general upper bound
-  of Zhu and Wang (ICML 2019).
+  of Zhu and Wang (ICML 2019). The tau term needs exactly n = B clients
+  (each adds 1/B of the noise), so the sample must have fixed size, while
+  the amplification is Poisson's: for B distinct clients per round this is
+  an ASSUMPTION (docs/PRIVACY.md, section 8), not a theorem.
 
 RDP to (epsilon, delta): `conversion='tight'` (default) is dp_accounting's
 conversion (Canonne, Kamath, Steinke 2020, Prop. 12);
@@ -42,8 +48,10 @@ def dp_fedavg_epsilon(*, noise_multiplier: float, population: int,
                       orders: Sequence[float] = DEFAULT_ORDERS) -> float:
   """Epsilon of DP-FedAvg: Poisson-subsampled Gaussian, q = B/N, T rounds.
 
-  Fixed-size sampling of B clients per round is accounted as Poisson sampling
-  with q = B/N, as is standard (and as the DP-REC and DDGauss papers do).
+  A theorem for Poisson sampling with the noisy sum divided by the fixed B
+  (TFF's `DifferentiallyPrivateFactory.gaussian_fixed`). Applied to B
+  distinct clients per round it is an assumption (common practice), not a
+  proof.
   """
   validation.check_positive_number(noise_multiplier, 'noise_multiplier')
   q = dp_rec.sampling_rate(population, clients_per_round)
