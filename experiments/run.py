@@ -105,6 +105,7 @@ def validate_flags():
   """Raises FlagError with a clear message for bad flags."""
   from experiments import config  # pylint: disable=g-import-not-at-top
   from experiments import plans  # pylint: disable=g-import-not-at-top
+  from tff_dprec import rec  # pylint: disable=g-import-not-at-top
   if _TASK.value not in config.TASKS:
     raise FlagError(
         f'--task={_TASK.value!r} is unknown; choose one of {config.TASKS}.')
@@ -134,6 +135,9 @@ def validate_flags():
                _BITS):
     if flag.value is not None and flag.value < 1:
       raise FlagError(f'--{flag.name} must be >= 1, found {flag.value}.')
+  if _BITS.value is not None and _BITS.value > rec.MAX_BITS:
+    raise FlagError(f'--bits must be in [1, {rec.MAX_BITS}] (2^bits candidates '
+                    f'per group), found {_BITS.value}.')
   for flag in (_NOISE_STDDEV, _L2_CLIP, _CLIENT_LR, _SERVER_LR):
     if flag.value is not None and not flag.value > 0:
       raise FlagError(f'--{flag.name} must be positive, found {flag.value}.')

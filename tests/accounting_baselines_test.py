@@ -3,6 +3,7 @@
 import math
 
 from absl.testing import parameterized
+import mpmath
 import dp_accounting
 from dp_accounting.rdp import rdp_privacy_accountant
 import numpy as np
@@ -145,7 +146,34 @@ class DDGaussTest(parameterized.TestCase):
                                 clients_per_round=100, dimension=10)
 
 
+def _zhu_wang_mpmath(q, base, alpha):
+  """Zhu and Wang's bracket in 60-digit arithmetic (the reference)."""
+  mp = mpmath.mp.clone()
+  mp.dps = 60
+  q = mp.mpf(q)
+  total = (1 - q)**(alpha - 1) * (alpha * q - q + 1)
+  total += mp.binomial(alpha, 2) * q**2 * (1 - q)**(alpha - 2) * mp.exp(
+      mp.mpf(base[0]))
+  for l in range(3, alpha + 1):
+    total += 3 * mp.binomial(alpha, l) * (1 - q)**(alpha - l) * q**l * mp.exp(
+        (l - 1) * mp.mpf(base[l - 2]))
+  return max(mp.log(total), 0) / (alpha - 1)
+
+
 class ZhuWangTest(parameterized.TestCase):
+
+  @parameterized.parameters((1 / 342477, 2.0), (1e-4, 1.0), (0.01, 1.0),
+                            (0.3, 0.5))
+  def test_agrees_with_high_precision_arithmetic(self, q, z):
+    # Tiny q: the bracket is 1 + O(q^2), where a log-sum-exp lost 1e-8 of
+    # the value (rounded down, the unsafe way).
+    orders = np.arange(2, 33)
+    base = np.asarray([l / (2 * z * z) for l in range(2, 33)])
+    bound = accounting.dp_rec.zhu_wang_upper_bound(q, base, orders)
+    for alpha, value in zip(orders, bound):
+      reference = float(_zhu_wang_mpmath(q, base, int(alpha)))
+      self.assertAlmostEqual(value, reference, delta=1e-11 * reference,
+                             msg=f'order {alpha}')
 
   @parameterized.parameters((0.01, 1.0), (0.1, 2.0), (0.001, 0.5))
   def test_upper_bounds_exact_subsampled_gaussian(self, q, z):

@@ -903,6 +903,8 @@ class CliTest(parameterized.TestCase):
   @parameterized.named_parameters(
       ('unknown_task', ['--task=cifar'], 'unknown'),
       ('bits_zero', ['--bits=0'], 'bits'),
+      # Refused before any data is generated (it was a traceback, exit 1).
+      ('bits_too_large', ['--bits=40'], 'bits must be in [1, 24]'),
       ('epsilon_zero', ['--target_epsilon=0'], 'target_epsilon'),
       ('unknown_aggregator', ['--aggregators=dp_rec,magic'], 'magic'),
       ('bad_grouping', ['--grouping=layers'], 'grouping'),
