@@ -56,8 +56,9 @@ class PaperModeTest(parameterized.TestCase):
   def test_grouped_messages_warn(self):
     kwargs = dict(clip_ratio=1.0, population=1000, clients_per_round=10,
                   rounds=10, delta=1e-5, accounting='paper')
-    with self.assertWarns(accounting.UnprovenPaperBound):
+    with self.assertWarns(accounting.UnprovenPaperBound) as caught:
       grouped = accounting.dp_rec_epsilon(bits=8, num_groups=8, **kwargs)
+    self.assertEqual(caught.filename, __file__)  # The caller's line.
     with warnings.catch_warnings():
       warnings.simplefilter('error', accounting.UnprovenPaperBound)
       single = accounting.dp_rec_epsilon(total_bits=64, **kwargs)
@@ -186,6 +187,23 @@ class AccountantContractTest(parameterized.TestCase):
     self.assertEqual(accountant.get_epsilon(1e-5), 0.0)
     accountant.compose(dp_accounting.NoOpDpEvent())
     self.assertEqual(accountant.get_epsilon(1e-5), 0.0)
+
+  def test_zero_rounds_release_nothing(self):
+    common = dict(population=100, clients_per_round=10, rounds=0,
+                  delta=1e-5)
+    self.assertEqual(accounting.dp_rec_epsilon(
+        clip_ratio=1.0, bits=7, num_groups=2, **common), 0.0)
+    self.assertEqual(accounting.dp_rec_local_epsilon(
+        clip_ratio=1.0, bits=7, num_groups=2, rounds=0, delta=1e-5), 0.0)
+    self.assertEqual(accounting.dp_fedavg_epsilon(
+        noise_multiplier=1.0, **common), 0.0)
+    # Arguments are still checked, and calibration needs rounds.
+    with self.assertRaisesRegex(ValueError, 'clip_ratio'):
+      accounting.dp_rec_epsilon(clip_ratio=-1.0, bits=7, num_groups=2,
+                                **common)
+    with self.assertRaisesRegex(ValueError, 'rounds'):
+      accounting.calibrate_clip_ratio(target_epsilon=1.0, bits=7,
+                                      num_groups=2, **common)
 
   @parameterized.parameters('sound', 'paper')
   def test_non_private(self, mode):

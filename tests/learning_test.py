@@ -48,6 +48,12 @@ _WRAPPED_MISUSE = (r'cannot be used inside \w*RobustFactory.*in the clear, '
 class AggregatorTest(tf.test.TestCase, parameterized.TestCase):
   """Construction, types and accounting: no round is run."""
 
+  def test_repr_shows_the_settings(self):
+    self.assertEqual(
+        repr(learning.dp_rec_aggregator(0.1, 0.2, bits=4)),
+        "DPRecMeanFactory(DPRecSumFactory(noise_stddev=0.1, l2_clip=0.2, "
+        "bits=4, grouping='tensor'))")
+
   def test_is_an_unweighted_mean_over_the_dp_rec_sum(self):
     aggregator = learning.dp_rec_aggregator(0.1, 0.3, bits=5, grouping=2)
     self.assertIsInstance(aggregator, tff.aggregators.UnweightedMeanFactory)

@@ -72,6 +72,9 @@ class DPRecMeanFactory(tff.aggregators.UnweightedMeanFactory):
     super().__init__(value_sum_factory=sum_factory)
     self._sum_factory = sum_factory
 
+  def __repr__(self) -> str:
+    return f'{type(self).__name__}({self._sum_factory!r})'
+
   @property
   def sum_factory(self) -> dp_rec.DPRecSumFactory:
     """The DP-REC sum (for `history.ClientReplay` and its settings)."""

@@ -61,6 +61,8 @@ def dp_fedavg_epsilon(*, noise_multiplier: float, population: int,
                           (CONVERSION_TIGHT, CONVERSION_CLASSIC))
   event = dp_accounting.PoissonSampledDpEvent(
       q, dp_accounting.GaussianDpEvent(noise_multiplier))
+  if rounds == 0:
+    return 0.0  # Nothing released.
   if conversion == CONVERSION_TIGHT:
     accountant = dp_accounting.rdp.RdpAccountant(list(orders))
     accountant.compose(event, rounds)

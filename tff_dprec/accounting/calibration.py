@@ -52,7 +52,7 @@ def calibrate_clip_ratio(*, target_epsilon: float, population: int,
     TargetUnreachableError: If no c in [1e-3, 25] meets the target.
   """
   validation.check_positive_number(target_epsilon, 'target_epsilon')
-  validation.check_nonnegative_int(rounds, 'rounds')
+  validation.check_positive_int(rounds, 'rounds')
   validation.check_probability(delta, 'delta')
   bits, num_groups = dp_rec.resolve_bits(accounting, bits, num_groups,
                                          total_bits)

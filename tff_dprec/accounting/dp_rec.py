@@ -33,6 +33,7 @@ Two accountings (derivations and what is assumed: docs/PRIVACY.md):
 """
 
 import math
+import sys
 from typing import Optional, Sequence
 import warnings
 
@@ -366,7 +367,20 @@ def warn_unproven(num_groups):
       'groups of b bits as one index of M*b bits (Theorem 3), a step that '
       'does not follow from its lemma; this epsilon is unproven. Use '
       "accounting='sound' for a guarantee (docs/PRIVACY.md).",
-      UnprovenPaperBound, stacklevel=3)
+      UnprovenPaperBound, stacklevel=_caller_stacklevel())
+
+
+def _caller_stacklevel() -> int:
+  """`warnings.warn`'s stacklevel of the first frame outside the accounting.
+
+  Frames of tff_dprec and of dp_accounting (`compose` calls back into the
+  accountant) are skipped: the warning points at the user's call.
+  """
+  frame, level = sys._getframe(2), 2  # pylint: disable=protected-access
+  while frame is not None and frame.f_globals.get(
+      '__name__', '').startswith(('tff_dprec', 'dp_accounting')):
+    frame, level = frame.f_back, level + 1
+  return level
 
 
 def resolve_bits(accounting: str, bits: Optional[int],
@@ -452,6 +466,8 @@ def dp_rec_epsilon(*, clip_ratio: float, population: int,
       dp_accounting.PoissonSampledDpEvent(
           1.0 / population, DpRecEvent(clip_ratio, bits, num_groups)),
       clients_per_round)
+  if rounds == 0:
+    return 0.0  # Nothing released.
   accountant.compose(event, rounds)
   return accountant.get_epsilon(delta)
 
@@ -470,7 +486,10 @@ def dp_rec_local_epsilon(*, clip_ratio: float, delta: float,
   validation.check_probability(delta, 'delta')
   bits, num_groups = resolve_bits(accounting, bits, num_groups, total_bits)
   accountant = DpRecAccountant(accounting=accounting)
-  accountant.compose(DpRecEvent(clip_ratio, bits, num_groups), rounds)
+  event = DpRecEvent(clip_ratio, bits, num_groups)
+  if rounds == 0:
+    return 0.0  # Nothing released.
+  accountant.compose(event, rounds)
   return accountant.get_epsilon(delta)
 
 

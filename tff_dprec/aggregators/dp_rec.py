@@ -140,6 +140,18 @@ class DPRecSumFactory(tff.aggregators.UnweightedAggregationFactory):
     """The test-only deterministic seed, or `None` (private, the default)."""
     return self._insecure_test_seed
 
+  def __repr__(self) -> str:
+    settings = [f'noise_stddev={self._noise_stddev!r}',
+                f'l2_clip={self._l2_clip!r}', f'bits={self._bits!r}',
+                f'grouping={self._grouping!r}']
+    if self._chunk_elements != rec.DEFAULT_CHUNK_ELEMENTS:
+      settings.append(f'chunk_elements={self._chunk_elements!r}')
+    if self.record_messages:
+      settings.append('record_messages=True')
+    if self._insecure_test_seed is not None:
+      settings.append(f'insecure_test_seed={self._insecure_test_seed!r}')
+    return f'{type(self).__name__}({", ".join(settings)})'
+
   @property
   def noise_stddev(self) -> float:
     return self._noise_stddev
