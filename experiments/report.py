@@ -173,12 +173,14 @@ def communication_ratios(records: Sequence[dict],
   each other aggregator's; empty without the reference.
 
   Bits per client-round are averaged over each aggregator's seeds first.
+  With the full downlink they are the fixed per-client sizes (a Poisson
+  sample's client count varies around rounds x B); with the history
+  downlink, the measured total over rounds x B.
   """
   per_client = {}
   for name, runs in group_by_aggregator(records).items():
-    bits = [(r['upload_bits_total'] + r['download_bits_total'])
-            / (r['rounds'] * r['clients_per_round'])
-            for r in runs if r['rounds'] * r['clients_per_round']]
+    bits = [_bits_per_client_round(r) for r in runs
+            if r['rounds'] * r['clients_per_round']]
     if bits:
       per_client[name] = statistics.fmean(bits)
   if reference not in per_client:
@@ -186,6 +188,15 @@ def communication_ratios(records: Sequence[dict],
   return [(name, per_client[reference] / bits)
           for name, bits in per_client.items()
           if name != reference and bits > 0]
+
+
+def _bits_per_client_round(record: dict) -> float:
+  if record.get('downlink') == 'full' and (
+      'upload_bits_per_client_round' in record):
+    return (record['upload_bits_per_client_round'] +
+            record['download_bits_per_client_round'])
+  return ((record['upload_bits_total'] + record['download_bits_total'])
+          / (record['rounds'] * record['clients_per_round']))
 
 
 def write_table(output_dir: str, records: Sequence[dict],

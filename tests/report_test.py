@@ -131,6 +131,27 @@ def test_communication_ratios_average_seeds_first():
   assert report.communication_ratios(records[2:]) == []
 
 
+def test_communication_ratios_use_fixed_sizes_with_the_full_downlink():
+  # A Poisson sample drew 47 clients where 50 were expected: the total is
+  # lower, the cost per client-round is not.
+  sizes = dict(upload_bits_per_client_round=64,
+               download_bits_per_client_round=64)
+  records = [
+      _record('dp_fedavg', 0, 0.4, 1.0, upload_bits_total=47 * 64,
+              download_bits_total=47 * 64, rounds=5, clients_per_round=10,
+              **sizes),
+      _record('fedavg', 0, 0.4, upload_bits_total=50 * 64,
+              download_bits_total=50 * 64, rounds=5, clients_per_round=10,
+              **sizes),
+      _record('dp_rec', 0, 0.4, 1.0, upload_bits_total=50 * 16,
+              download_bits_total=50 * 16, rounds=5, clients_per_round=10,
+              downlink='history', upload_bits_per_client_round=16,
+              download_bits_per_client_round=128),
+  ]
+  assert report.communication_ratios(records) == [
+      ('fedavg', pytest.approx(1.0)), ('dp_rec', pytest.approx(4.0))]
+
+
 def test_write_table_writes_markdown_and_csv(tmp_path):
   records, _ = _multi_seed()
   path = report.write_table(str(tmp_path), records, _CONTEXT)
