@@ -157,6 +157,12 @@ class WeightedUseTest(tf.test.TestCase):
           _model_fn, client_optimizer_fn=_sgd(),
           model_aggregator=learning.dp_rec_aggregator(0.1, 1.0))
 
+  def test_fed_sgd_is_refused_saying_what_to_use(self):
+    with self.assertRaisesRegex(
+        TypeError, 'weight type.*build_fed_sgd.*build_unweighted_fed_avg'):
+      tff.learning.algorithms.build_fed_sgd(
+          _model_fn, model_aggregator=learning.dp_rec_aggregator(0.1, 1.0))
+
   def test_sum_as_model_aggregator_is_refused(self):
     with self.assertRaisesRegex(
         TypeError, 'sums the client updates.*dp_rec_aggregator'):

@@ -117,7 +117,8 @@ class DPRecMeanFactory(tff.aggregators.UnweightedMeanFactory):
         clients_per_round=clients_per_round, rounds=rounds, delta=delta,
         bits=event.bits, num_groups=event.num_groups, accounting=accounting)
 
-  def create(self, value_type) -> tff.templates.AggregationProcess:
+  def create(self, value_type, *weight_type) -> tff.templates.AggregationProcess:
+    dp_rec.check_unweighted_call(self, weight_type)
     dp_rec.check_unweighted_creator(self, sys._getframe(1), is_mean=True)  # pylint: disable=protected-access
     return super().create(value_type)
 

@@ -277,7 +277,7 @@ class DPRecSumFactory(tff.aggregators.UnweightedAggregationFactory):
 
     return messages_sum
 
-  def create(self, value_type) -> tff.templates.AggregationProcess:
+  def create(self, value_type, *weight_type) -> tff.templates.AggregationProcess:
     """Returns the process; refuses creation by a weighted factory.
 
     Raises:
@@ -287,6 +287,7 @@ class DPRecSumFactory(tff.aggregators.UnweightedAggregationFactory):
         `as_weighted_aggregator`, i.e. `build_unweighted_fed_avg` given this
         factory directly, would apply the sum instead of the mean).
     """
+    check_unweighted_call(self, weight_type)
     check_unweighted_creator(self, sys._getframe(1), is_mean=False)  # pylint: disable=protected-access
     client_encode = self.client_encoder(value_type)
     aggregate_messages = self.message_aggregator(value_type)
@@ -347,6 +348,18 @@ def decode_message(seed_word, indices, *, value_type, noise_stddev: float,
       grouping=grouping)
   return message.decode_message(seed_word, indices, layout,
                                 noise_stddev=noise_stddev)
+
+
+def check_unweighted_call(factory, weight_type) -> None:
+  """Raises TypeError if `create` was called as a weighted factory's."""
+  if weight_type:
+    raise TypeError(
+        f'{type(factory).__name__}.create takes the value type only; it was '
+        f'called with a weight type too ({weight_type[0]!r}), as a weighted '
+        'aggregator is (tff.learning.algorithms.build_fed_sgd and '
+        'build_weighted_fed_avg do so). DP-REC averages without weights: use '
+        'tff.learning.algorithms.build_unweighted_fed_avg with '
+        'model_aggregator=tff_dprec.learning.dp_rec_aggregator(...).')
 
 
 def check_unweighted_creator(factory, caller_frame, *, is_mean: bool) -> None:
