@@ -141,8 +141,10 @@ def markdown_table(records: Sequence[dict],
                'over seeds, epsilon the largest.')
   lines.append('')
   lines.append('epsilon: against observers who do not know who was sampled '
-               '(amplified). local eps: one participation against the '
-               'server (DP-REC; docs/PRIVACY.md).')
+               '(amplified; the runs draw their samples from the recorded '
+               'seed, for reproducibility, so whoever holds it knows them: '
+               'docs/PRIVACY.md, section 3). local eps: one participation '
+               'against the server (DP-REC).')
   if any(r['aggregator'].startswith('ddgauss') and r.get('epsilon')
          for r in records):
     lines.append('DDGauss epsilon: Poisson accounting for B distinct clients '
