@@ -14,7 +14,7 @@ from tff_dprec.accounting import calibration
 
 TASKS = ('stackoverflow_lr', 'emnist', 'shakespeare', 'mnist', 'digits')
 DOWNLINKS = ('auto', 'history', 'full')
-ACCOUNTINGS = ('sound', 'paper')
+ACCOUNTINGS = ('pld', 'rdp', 'sound', 'paper')
 SERVER_OPTIMIZERS = ('adam', 'sgdm')
 EVAL_SPLITS = ('test', 'validation')
 
@@ -58,7 +58,7 @@ class RunConfig:
   resume: bool = True
   insecure_test_seed: Optional[int] = None
   workers: int = 0
-  accounting: str = 'sound'
+  accounting: str = 'pld'
   embedded_config: Optional[dict] = None
 
   def __post_init__(self):

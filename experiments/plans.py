@@ -29,7 +29,7 @@ class PlanSetting:
   noise_multiplier: Optional[float] = None  # DP-FedAvg: fixed, not calibrated.
   clip_ratio: Optional[float] = None  # DP-REC: fixed, not calibrated.
   record_messages: bool = False
-  accounting: str = 'sound'
+  accounting: str = 'pld'
   insecure_test_seed: Optional[int] = None
 
   @property
@@ -112,7 +112,8 @@ def plan(name: str, **setting) -> AggregatorPlan:
   at most `target_epsilon` at `delta`. `record_messages` makes the REC-based
   aggregators report their messages (for history downlinks);
   `insecure_test_seed` (tests only, not private) makes their messages
-  deterministic. `accounting` is DP-REC's (`'sound'` or `'paper'`).
+  deterministic. `accounting` is DP-REC's (`'pld'`, `'rdp'` (alias
+  `'sound'`) or `'paper'`) and DP-FedAvg's (`'pld'`, or RDP otherwise).
 
   Raises:
     ValueError: For an unknown aggregator.
@@ -153,7 +154,8 @@ def _build_rec(spec, s):
                   accounting=s.accounting)
     label = f'dp_rec_{s.accounting}'
     local_epsilon = accounting.dp_rec_local_epsilon(
-        clip_ratio=c, delta=s.delta, bits=s.bits, num_groups=num_groups)
+        clip_ratio=c, delta=s.delta, bits=s.bits, num_groups=num_groups,
+        accounting=_proven(s.accounting))
 
     def epsilon_after(r, c=c):
       if r == 0:
@@ -184,13 +186,15 @@ def _build_dp_fedavg(spec, s):
   """
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
   from tff_dprec import accounting  # pylint: disable=g-import-not-at-top
+  kind = _fedavg_accounting(s.accounting)
   if s.noise_multiplier is None:
     z = accounting.calibrate_dp_fedavg_noise(
-        target_epsilon=s.target_epsilon, rounds=s.rounds, **s.common)
+        target_epsilon=s.target_epsilon, rounds=s.rounds, accounting=kind,
+        **s.common)
   else:
     z = s.noise_multiplier
     _check_within_budget('noise_multiplier', z, accounting.dp_fedavg_epsilon(
-        noise_multiplier=z, rounds=s.rounds, **s.common), s)
+        noise_multiplier=z, rounds=s.rounds, accounting=kind, **s.common), s)
   factory = tff.aggregators.DifferentiallyPrivateFactory.gaussian_fixed(
       noise_multiplier=z, clients_per_round=s.clients_per_round,
       clip=s.l2_clip)
@@ -199,7 +203,7 @@ def _build_dp_fedavg(spec, s):
     if r == 0:
       return 0.0
     return accounting.dp_fedavg_epsilon(noise_multiplier=z, rounds=r,
-                                        **s.common)
+                                        accounting=kind, **s.common)
 
   full = _full_model_bits(s.value_type)
   return AggregatorPlan(
@@ -207,7 +211,8 @@ def _build_dp_fedavg(spec, s):
       sampling=spec.sampling,
       params=dict(noise_multiplier=z, l2_clip=s.l2_clip),
       upload_bits_per_client=full, download_bits_per_client=full,
-      epsilon_after=epsilon_after, accounting='subsampled_gaussian_rdp')
+      epsilon_after=epsilon_after,
+      accounting=f'subsampled_gaussian_{kind}')
 
 
 def _build_ddgauss(spec, s):
@@ -247,6 +252,16 @@ def _build_ddgauss(spec, s):
       download_bits_per_client=_full_model_bits(s.value_type),
       needs_test_context=True, epsilon_after=epsilon_after,
       accounting='ddgauss_rdp_zhu_wang')
+
+
+def _proven(name):
+  """DP-REC's local epsilon: the proven accounting ('paper' has none)."""
+  return 'pld' if name == 'paper' else name
+
+
+def _fedavg_accounting(name):
+  """DP-FedAvg's accountant: PLD with 'pld', RDP with the others."""
+  return 'pld' if name == 'pld' else 'rdp'
 
 
 class OverBudgetError(ValueError):

@@ -909,10 +909,14 @@ def dp_rec_privacy_cells(task, epsilon, c, calibrate) -> list:
        f'M = {groups} groups x {bits} bits as one index of {bits * groups} '
        'bits; for M > 1 this rests on an unproven step (docs/PRIVACY.md '
        's. 6). '),
-      ('sound accounting (library default)',
-       dict(bits=bits, num_groups=groups),
+      ('RDP accounting (sound, docs/PRIVACY.md s. 2-3)',
+       dict(bits=bits, num_groups=groups, accounting='rdp'),
        f'{groups} groups x {bits} bits; what it bounds and assumes: '
-       'docs/PRIVACY.md. '))
+       'docs/PRIVACY.md. '),
+      ('PLD accounting (library default, docs/PRIVACY.md s. 9)',
+       dict(bits=bits, num_groups=groups, accounting='pld'),
+       f'{groups} groups x {bits} bits; the smaller of the PLD and RDP '
+       'epsilons. '))
   cells = []
   for basis, kwargs, why in modes:
     eps, error = _attempt(lambda kw=kwargs: accounting.dp_rec_epsilon(
@@ -931,19 +935,23 @@ def dp_rec_privacy_cells(task, epsilon, c, calibrate) -> list:
 def dp_fedavg_privacy_cells(task, epsilon, z, calibrate) -> list:
   fed = _federation(task, DP_FEDAVG)
   common = dict(fed, delta=_delta(fed['population']))
-  modes = (('paper accounting (classic RDP conversion)', 'classic'),
-           ("library default (dp_accounting's conversion)", 'tight'))
+  modes = (('paper accounting (classic RDP conversion)',
+            dict(conversion='classic', accounting='rdp')),
+           ("RDP (dp_accounting's conversion)",
+            dict(conversion='tight', accounting='rdp')),
+           ("PLD (library default, dp_accounting's pessimistic PLD)",
+            dict(accounting='pld')))
   cells = []
-  for basis, conversion in modes:
-    eps = accounting.dp_fedavg_epsilon(noise_multiplier=z,
-                                       conversion=conversion, **common)
+  for basis, options in modes:
+    eps = accounting.dp_fedavg_epsilon(noise_multiplier=z, **options,
+                                       **common)
     cells.append(paper_cell(task, DP_FEDAVG, epsilon, 'epsilon', eps,
                             f'{basis} at the paper\'s z',
                             'Poisson-subsampled Gaussian, q = B/N; the paper '
                             'does not state its RDP orders.'))
     if calibrate:
       cal = accounting.calibrate_dp_fedavg_noise(
-          target_epsilon=epsilon, conversion=conversion, tol=1e-4, **common)
+          target_epsilon=epsilon, tol=1e-4, **options, **common)
       cells.append(paper_cell(task, DP_FEDAVG, epsilon, 'noise_multiplier', cal,
                               f'{basis}, calibrated to the paper\'s epsilon'))
   return cells
@@ -1230,9 +1238,9 @@ def render_markdown(config, cells, runs, seconds, ablations=None) -> str:
                   'stands in for MNIST and the embedded StackOverflow data '
                   'for TFF\'s; each run has the experiments\' budget '
                   '(`experiments.tasks` defaults), not the paper\'s 1000 to '
-                  '4000 rounds. DP-REC uses the sound accounting. `ours` is '
-                  'the mean over seeds; the note gives the standard error '
-                  'and each seed.'],
+                  '4000 rounds. DP-REC uses the library\'s default (PLD) '
+                  'accounting. `ours` is the mean over seeds; the note '
+                  'gives the standard error and each seed.'],
       'ablations': ['On the embedded StackOverflow data (the paper used '
                     'FEMNIST), with the experiments\' budget per run.'] +
                    [''] + reproduce_training.markdown(ablations)}

@@ -360,8 +360,8 @@ def write_plots(output_dir: str, result: Ablations) -> list:
     eps_bits = sorted(result.bits_epsilon)
     right.plot(eps_bits, [result.bits_epsilon[b] for b in eps_bits],
                marker='s', linestyle='--', color='C3',
-               label='epsilon (sound accounting)')
-    right.set_ylabel('epsilon (sound accounting)', color='C3')
+               label='epsilon (PLD accounting)')
+    right.set_ylabel('epsilon (PLD accounting)', color='C3')
     right.set_ylim(bottom=0)
     for k, (name, value) in enumerate(report.baselines(result.context)):
       left.axhline(100 * value, color='0.5', linestyle=(':', '-.')[k % 2],
@@ -419,7 +419,7 @@ def markdown(result: Optional[Ablations]) -> list:
     lines += [f'Bit width: c = {result.clip_ratio:.6g} (calibrated for '
               f'epsilon {REFERENCE_EPSILON:g} at {result.reference_bits} '
               'bits, '
-              'sound accounting), epsilon per width at that c:', '',
+              'PLD accounting), epsilon per width at that c:', '',
               '| bits per group | ' + ' | '.join(
                   str(b) for b in sorted(result.bits_epsilon)) + ' |',
               '|---|' + '---|' * len(result.bits_epsilon),

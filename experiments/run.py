@@ -51,9 +51,12 @@ _NUM_SEEDS = flags.DEFINE_integer(
     'num_seeds', 3, 'Runs per aggregator, with seeds seed, seed+1, ...; the '
     'table gives mean +- standard error.')
 _ACCOUNTING = flags.DEFINE_enum(
-    'accounting', 'sound', ['sound', 'paper'],
-    "DP-REC's privacy accounting: 'sound' (proven, docs/PRIVACY.md) or "
-    "'paper' (the paper's Theorem 1; unproven for grouped messages).")
+    'accounting', 'pld', ['pld', 'rdp', 'sound', 'paper'],
+    "Privacy accounting of DP-REC and DP-FedAvg: 'pld' (default: the "
+    "smaller of the PLD and RDP epsilons), 'rdp' (alias 'sound'), both "
+    "proven (docs/PRIVACY.md); or, for DP-REC, 'paper' (the paper's "
+    "Theorem 1, unproven for grouped messages; DP-FedAvg then uses RDP). "
+    "DDGauss has an RDP accountant only.")
 _DATA_DIR = flags.DEFINE_string(
     'data_dir', os.path.join('data_cache'),
     'Dataset directory (real data files, or where embedded data is cached).')

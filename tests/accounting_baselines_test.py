@@ -30,7 +30,7 @@ class DpFedAvgTest(parameterized.TestCase):
     eps = accounting.dp_fedavg_epsilon(
         noise_multiplier=z, population=population,
         clients_per_round=per_round, rounds=rounds,
-        delta=_paper_delta(population), conversion='classic')
+        delta=_paper_delta(population), conversion='classic', accounting='rdp')
     self.assertAlmostEqual(eps, expected, delta=0.1)
 
   def test_mnist_eps6_noise_in_paper_is_inconsistent(self):
@@ -39,18 +39,18 @@ class DpFedAvgTest(parameterized.TestCase):
     # the paper's figure is not reproducible; z ~ 2.2 gives epsilon 6.
     eps = accounting.dp_fedavg_epsilon(
         noise_multiplier=2.15, population=100, clients_per_round=10,
-        rounds=1000, delta=_paper_delta(100), conversion='classic')
+        rounds=1000, delta=_paper_delta(100), conversion='classic', accounting='rdp')
     self.assertAlmostEqual(eps, 6.24, delta=0.02)
     z = accounting.calibrate_dp_fedavg_noise(
         target_epsilon=6.0, population=100, clients_per_round=10, rounds=1000,
-        delta=_paper_delta(100), conversion='classic')
+        delta=_paper_delta(100), conversion='classic', accounting='rdp')
     self.assertAlmostEqual(z, 2.2, delta=0.05)
 
   def test_tight_conversion_is_tighter(self):
     kwargs = dict(noise_multiplier=1.0, population=1000, clients_per_round=10,
                   rounds=100, delta=1e-5)
     tight = accounting.dp_fedavg_epsilon(**kwargs)
-    classic = accounting.dp_fedavg_epsilon(conversion='classic', **kwargs)
+    classic = accounting.dp_fedavg_epsilon(conversion='classic', accounting='rdp', **kwargs)
     self.assertLess(tight, classic)
     # The tight default matches dp_accounting's own RDP accountant.
     accountant = dp_accounting.rdp.RdpAccountant(

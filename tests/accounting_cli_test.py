@@ -55,12 +55,12 @@ class CliTest(parameterized.TestCase):
 
   def test_calibration_and_error(self):
     out = _run(['--mechanism=dp_fedavg', *_SO, '--target_epsilon=1',
-                '--conversion=classic'])
+                '--conversion=classic', '--accounting=rdp'])
     self.assertRegex(out, r'noise_multiplier=0\.95')
     z = float(re.search(r'noise_multiplier=([0-9.]+)', out).group(1))
     self.assertLessEqual(accounting.dp_fedavg_epsilon(
         noise_multiplier=z, population=342477, clients_per_round=60,
-        rounds=1500, delta=342477**-1.1, conversion='classic'), 1.0)
+        rounds=1500, delta=342477**-1.1, conversion='classic', accounting='rdp'), 1.0)
     with self.assertRaises(SystemExit):
       _run(['--mechanism=dp_rec', *_SO, '--clip_ratio=1.227',
             '--total_bits=42', '--accounting=paper'])

@@ -1,9 +1,12 @@
 """Privacy accounting for DP-REC and its baselines, on dp_accounting.
 
 * `channel`: Renyi divergences of the DP-REC release (`rec_channel_rdp`).
-* `dp_rec`: `DpRecEvent`, `DpRecAccountant` (`accounting='sound'`, the
-  default, or `'paper'`), `dp_rec_epsilon`, `dp_rec_local_epsilon`.
-* `baselines`: DP-FedAvg and DDGauss.
+* `profile`: privacy profiles (hockey-stick bounds) and pessimistic PLDs.
+* `message_profile`: profiles of one DP-REC message, PLD of one draw.
+* `dp_rec`: `DpRecEvent`, `DpRecAccountant` (`accounting='pld'`, the
+  default, `'rdp'` (alias `'sound'`) or `'paper'`), `dp_rec_epsilon`,
+  `dp_rec_local_epsilon`.
+* `baselines`: DP-FedAvg (PLD by default) and DDGauss (RDP).
 * `calibration`: the parameter searches.
 * `python -m tff_dprec.accounting`: the CLI.
 
@@ -35,6 +38,9 @@ from tff_dprec.accounting.dp_rec import DpRecAccountant
 from tff_dprec.accounting.dp_rec import DpRecEvent
 from tff_dprec.accounting.dp_rec import OverheadExceedsDeltaError
 from tff_dprec.accounting.dp_rec import PAPER
+from tff_dprec.accounting.dp_rec import PLD
+from tff_dprec.accounting.dp_rec import PROVEN
+from tff_dprec.accounting.dp_rec import RDP
 from tff_dprec.accounting.dp_rec import PAPER_ORDERS
 from tff_dprec.accounting.dp_rec import REVERSE_FORWARD_BOUND
 from tff_dprec.accounting.dp_rec import REVERSE_NUMERICAL

@@ -29,10 +29,13 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
   parser.add_argument('--total_bits', type=int,
                       help='dp_rec, --accounting=paper only: one index of '
                       'this many bits')
-  parser.add_argument('--accounting', default=accounting.SOUND,
+  parser.add_argument('--accounting', default=accounting.PLD,
                       choices=list(accounting.ACCOUNTINGS),
-                      help="dp_rec: 'sound' (default, docs/PRIVACY.md) or "
-                      "'paper' (the paper's Theorem 1, unproven for groups)")
+                      help="dp_rec and dp_fedavg: 'pld' (default, the "
+                      "smaller of the PLD and RDP epsilons), 'rdp' (alias "
+                      "'sound'; docs/PRIVACY.md); dp_rec also 'paper' (the "
+                      "paper's Theorem 1, unproven for groups); ddgauss has "
+                      "RDP only")
   parser.add_argument('--local', action='store_true',
                       help='dp_rec: local epsilon, no amplification')
   parser.add_argument('--noise_multiplier', type=float,
@@ -41,7 +44,9 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
   parser.add_argument('--dimension', type=int, help='ddgauss')
   parser.add_argument('--conversion', default=accounting.CONVERSION_TIGHT,
                       choices=[accounting.CONVERSION_TIGHT,
-                               accounting.CONVERSION_CLASSIC])
+                               accounting.CONVERSION_CLASSIC],
+                      help='RDP to (epsilon, delta): dp_fedavg with '
+                      '--accounting=rdp, and ddgauss')
   args = parser.parse_args(argv)
   delta = args.delta if args.delta is not None else args.population**-1.1
   common = dict(population=args.population,
@@ -95,22 +100,31 @@ def _dp_rec(args, common, delta, need):
 
 
 def _dp_fedavg(args, common, delta, need):
+  if args.accounting not in (accounting.PLD, accounting.RDP,
+                             accounting.SOUND):
+    raise ValueError(f'--accounting={args.accounting} is for dp_rec; '
+                     "dp_fedavg takes 'pld' or 'rdp'.")
+  kind = accounting.RDP if args.accounting == accounting.SOUND else (
+      args.accounting)
+  options = dict(conversion=args.conversion, accounting=kind)
+  label = f'accounting={kind}'
   if args.target_epsilon is not None:
     z = accounting.calibrate_dp_fedavg_noise(
-        target_epsilon=args.target_epsilon, conversion=args.conversion,
-        **common)
+        target_epsilon=args.target_epsilon, **options, **common)
     z = accounting.round_up(z)
-    eps = accounting.dp_fedavg_epsilon(noise_multiplier=z,
-                                       conversion=args.conversion, **common)
-    print(f'noise_multiplier={z:.6g} (epsilon={eps:.6g} delta={delta:.6g})')
+    eps = accounting.dp_fedavg_epsilon(noise_multiplier=z, **options,
+                                       **common)
+    print(f'noise_multiplier={z:.6g} (epsilon={eps:.6g} delta={delta:.6g}, '
+          f'{label})')
     return
   need('noise_multiplier')
   eps = accounting.dp_fedavg_epsilon(noise_multiplier=args.noise_multiplier,
-                                     conversion=args.conversion, **common)
-  print(f'epsilon={eps:.6g} delta={delta:.6g}')
+                                     **options, **common)
+  print(f'epsilon={eps:.6g} delta={delta:.6g} ({label})')
 
 
 def _ddgauss(args, common, delta, need):
+  # DDGauss has an RDP accountant only; --accounting does not apply.
   need('l2_clip', 'bits', 'dimension')
   extra = dict(l2_clip=args.l2_clip, bits=args.bits, dimension=args.dimension,
                conversion=args.conversion)
@@ -126,12 +140,12 @@ def _ddgauss(args, common, delta, need):
       if eps <= args.target_epsilon:
         break
     print(f'noise_multiplier={candidate!r} (epsilon={eps:.6g} '
-          f'delta={delta:.6g})')
+          f'delta={delta:.6g}, accounting=rdp)')
     return
   need('noise_multiplier')
   eps = accounting.ddgauss_epsilon(noise_multiplier=args.noise_multiplier,
                                    **extra, **common)
-  print(f'epsilon={eps:.6g} delta={delta:.6g}')
+  print(f'epsilon={eps:.6g} delta={delta:.6g} (accounting=rdp)')
 
 
 if __name__ == '__main__':

@@ -16,6 +16,10 @@
   the amplification is Poisson's: for B distinct clients per round this is
   an ASSUMPTION (docs/PRIVACY.md, section 8), not a theorem.
 
+DP-FedAvg's default accounting is `'pld'`: dp_accounting's pessimistic PLD
+of the Poisson-subsampled Gaussian (docs/PRIVACY.md, Section 9.1), and the
+smaller of that and the RDP epsilon. DDGauss has an RDP accountant only.
+
 RDP to (epsilon, delta): `conversion='tight'` (default) is dp_accounting's
 conversion (Canonne, Kamath, Steinke 2020, Prop. 12);
 `conversion='classic'` is epsilon = RDP(a) + log(1/delta)/(a - 1) (Mironov
@@ -27,6 +31,7 @@ from typing import Sequence
 
 import attr
 import dp_accounting
+from dp_accounting.pld import pld_privacy_accountant
 from dp_accounting.rdp import rdp_privacy_accountant
 import numpy as np
 from scipy import special
@@ -36,6 +41,15 @@ from tff_dprec.accounting import dp_rec
 
 CONVERSION_TIGHT = 'tight'
 CONVERSION_CLASSIC = 'classic'
+PLD = 'pld'
+RDP = 'rdp'
+DP_FEDAVG_ACCOUNTINGS = (PLD, RDP)
+# DP-FedAvg's PLD loss grid: PLD_DISCRETIZATION, refined to epsilon / 500
+# (down to PLD_MIN_DISCRETIZATION) where epsilon is small, so that the
+# pessimistic PLD epsilon is within about 1% of the exact value.
+PLD_DISCRETIZATION = 1e-3
+PLD_MIN_DISCRETIZATION = 1e-5
+_PLD_REFINE = 500.0
 # Orders for DP-FedAvg (any > 1).
 DEFAULT_ORDERS = dp_rec.PAPER_ORDERS
 # Integer orders for DDGauss (its subsampling bound needs integer orders).
@@ -45,13 +59,21 @@ DDGAUSS_ORDERS = tuple(range(2, 129)) + (160, 192, 256)
 def dp_fedavg_epsilon(*, noise_multiplier: float, population: int,
                       clients_per_round: int, rounds: int, delta: float,
                       conversion: str = CONVERSION_TIGHT,
-                      orders: Sequence[float] = DEFAULT_ORDERS) -> float:
+                      orders: Sequence[float] = DEFAULT_ORDERS,
+                      accounting: str = PLD) -> float:
   """Epsilon of DP-FedAvg: Poisson-subsampled Gaussian, q = B/N, T rounds.
 
   A theorem for Poisson sampling with the noisy sum divided by the fixed B
   (TFF's `DifferentiallyPrivateFactory.gaussian_fixed`). Applied to B
   distinct clients per round it is an assumption (common practice), not a
   proof.
+
+  Args:
+    accounting: `'pld'` (default): the smaller of dp_accounting's
+      pessimistic PLD epsilon and the RDP epsilon; `'rdp'`: the RDP epsilon
+      with `conversion`.
+    conversion: How `'rdp'` converts to (epsilon, delta); `'classic'`
+      needs `accounting='rdp'`.
   """
   validation.check_positive_number(noise_multiplier, 'noise_multiplier')
   q = dp_rec.sampling_rate(population, clients_per_round)
@@ -59,6 +81,11 @@ def dp_fedavg_epsilon(*, noise_multiplier: float, population: int,
   validation.check_probability(delta, 'delta')
   validation.check_choice(conversion, 'conversion',
                           (CONVERSION_TIGHT, CONVERSION_CLASSIC))
+  validation.check_choice(accounting, 'accounting', DP_FEDAVG_ACCOUNTINGS)
+  if accounting == PLD and conversion != CONVERSION_TIGHT:
+    raise ValueError(
+        f'conversion={conversion!r} applies to the RDP accountant; pass '
+        "accounting='rdp' with it (accounting='pld' was given).")
   event = dp_accounting.PoissonSampledDpEvent(
       q, dp_accounting.GaussianDpEvent(noise_multiplier))
   if rounds == 0:
@@ -66,7 +93,10 @@ def dp_fedavg_epsilon(*, noise_multiplier: float, population: int,
   if conversion == CONVERSION_TIGHT:
     accountant = dp_accounting.rdp.RdpAccountant(list(orders))
     accountant.compose(event, rounds)
-    return accountant.get_epsilon(delta)
+    rdp_epsilon = accountant.get_epsilon(delta)
+    if accounting == RDP:
+      return rdp_epsilon
+    return min(rdp_epsilon, _pld_epsilon(event, rounds, delta))
   orders = np.asarray(orders, np.float64)
   # The classic conversion needs the RDP vector, which dp_accounting 0.4.3
   # does not expose; this is the function its RdpAccountant composes for
@@ -75,6 +105,20 @@ def dp_fedavg_epsilon(*, noise_multiplier: float, population: int,
       rdp_privacy_accountant._compute_rdp_poisson_subsampled_gaussian(  # pylint: disable=protected-access
           q, noise_multiplier, orders), 0.0)
   return rdp_to_epsilon(orders, rdp, delta, conversion)
+
+
+def _pld_epsilon(event, rounds, delta):
+  """dp_accounting's pessimistic PLD epsilon, on a grid fine enough for it."""
+  discretization = PLD_DISCRETIZATION
+  while True:
+    accountant = pld_privacy_accountant.PLDAccountant(
+        value_discretization_interval=discretization)
+    accountant.compose(event, rounds)
+    epsilon = accountant.get_epsilon(delta)
+    finer = max(PLD_MIN_DISCRETIZATION, epsilon / _PLD_REFINE)
+    if finer >= discretization / 2:
+      return epsilon
+    discretization = finer
 
 
 @attr.s(frozen=True, slots=True, auto_attribs=True)

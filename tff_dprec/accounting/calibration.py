@@ -37,7 +37,7 @@ def calibrate_clip_ratio(*, target_epsilon: float, population: int,
                          bits: Optional[int] = None,
                          num_groups: Optional[int] = None,
                          total_bits: Optional[int] = None,
-                         accounting: str = dp_rec.SOUND,
+                         accounting: str = dp_rec.PLD,
                          reverse_divergence: str = dp_rec.REVERSE_FORWARD_BOUND,
                          tol: float = 1e-6) -> float:
   """Returns the largest clip ratio c whose DP-REC epsilon <= target_epsilon.
@@ -72,8 +72,34 @@ def calibrate_clip_ratio(*, target_epsilon: float, population: int,
 
   # Raises OverheadExceedsDeltaError when even c -> 0 cannot meet delta.
   epsilon(MIN_CLIP_RATIO)
-  return search(epsilon_or_inf, target_epsilon, MIN_CLIP_RATIO,
-                MAX_CLIP_RATIO, tol, 'clip_ratio', largest=True)
+  lo, hi = MIN_CLIP_RATIO, MAX_CLIP_RATIO
+  if accounting == dp_rec.PLD:
+    # The PLD epsilon is the smaller of two bounds, so the RDP calibration
+    # (cheap) meets the target: bracket from there instead of evaluating
+    # the PLD at c = 25.
+    lo = calibrate_clip_ratio(
+        target_epsilon=target_epsilon, population=population,
+        clients_per_round=clients_per_round, rounds=rounds, delta=delta,
+        bits=bits, num_groups=num_groups, accounting=dp_rec.RDP, tol=tol)
+    lo, hi = _expand(epsilon_or_inf, target_epsilon, lo, MAX_CLIP_RATIO,
+                     factor=1.5)
+  return search(epsilon_or_inf, target_epsilon, lo, hi, tol, 'clip_ratio',
+                largest=True)
+
+
+def _expand(epsilon, target, good, limit, factor):
+  """A bracket (good, bad) from a value known to meet the target.
+
+  Steps from `good` by `factor` (above 1: upwards, below 1: downwards)
+  until epsilon exceeds the target or `limit` is reached; the returned
+  `good` meets the target.
+  """
+  while True:
+    bad = min(good * factor, limit) if factor > 1 else max(good * factor,
+                                                           limit)
+    if bad == good or not epsilon(bad) <= target:
+      return (good, bad) if factor > 1 else (bad, good)
+    good = bad
 
 
 def round_down(value: float, digits: int = 6) -> float:
@@ -101,18 +127,31 @@ def calibrate_dp_fedavg_noise(*, target_epsilon: float, population: int,
                               clients_per_round: int, rounds: int,
                               delta: float,
                               conversion: str = baselines.CONVERSION_TIGHT,
-                              tol: float = 1e-6) -> float:
-  """Returns the smallest noise multiplier whose epsilon <= target_epsilon."""
+                              tol: float = 1e-6,
+                              accounting: str = baselines.PLD) -> float:
+  """Returns the smallest noise multiplier whose epsilon <= target_epsilon.
+
+  `accounting` and `conversion` as in `baselines.dp_fedavg_epsilon`.
+  """
   validation.check_positive_number(target_epsilon, 'target_epsilon')
 
   def epsilon(z):
     return baselines.dp_fedavg_epsilon(
         noise_multiplier=z, population=population,
         clients_per_round=clients_per_round, rounds=rounds, delta=delta,
-        conversion=conversion)
+        conversion=conversion, accounting=accounting)
 
-  return search(epsilon, target_epsilon, MIN_NOISE_MULTIPLIER,
-                MAX_NOISE_MULTIPLIER, tol, 'noise_multiplier', largest=False)
+  lo, hi = MIN_NOISE_MULTIPLIER, MAX_NOISE_MULTIPLIER
+  if accounting == baselines.PLD:
+    # As for DP-REC: the RDP calibration meets the target; bracket below it.
+    hi = calibrate_dp_fedavg_noise(
+        target_epsilon=target_epsilon, population=population,
+        clients_per_round=clients_per_round, rounds=rounds, delta=delta,
+        tol=tol, accounting=baselines.RDP)
+    lo, hi = _expand(epsilon, target_epsilon, hi, MIN_NOISE_MULTIPLIER,
+                     factor=1 / 1.5)
+  return search(epsilon, target_epsilon, lo, hi, tol, 'noise_multiplier',
+                largest=False)
 
 
 def calibrate_ddgauss_noise(*, target_epsilon: float, l2_clip: float,

@@ -1,8 +1,15 @@
 """DP-REC privacy accounting: the event, the accountant, epsilon functions.
 
-Two accountings (derivations and what is assumed: docs/PRIVACY.md):
+Three accountings (derivations and what is assumed: docs/PRIVACY.md):
 
-* `'sound'` (default). Renyi DP of what a client releases, the seed and its
+* `'pld'` (default). A privacy loss distribution of the same release
+  (docs/PRIVACY.md, Section 9): certified profiles of one message
+  (`message_profile`), the exact Poisson-subsampling forms of the
+  substitution pair in both directions, a pessimistic connect-the-dots PLD
+  per draw, composed with dp_accounting's PLD. The epsilon returned is the
+  smaller of this and the `'rdp'` epsilon (both are upper bounds).
+
+* `'rdp'` (alias `'sound'`). Renyi DP of what a client releases, the seed and its
   M indices, for add/remove-one-client neighbours:
     - one message: eps(a) = max over the two directions of the worst case,
       over splits sum_g c_g^2 <= c^2, of the per-group divergences summed over
@@ -46,10 +53,15 @@ from scipy import special
 
 from tff_dprec import validation
 from tff_dprec.accounting import channel
+from tff_dprec.accounting import message_profile
 
-SOUND = 'sound'
+PLD = 'pld'
+RDP = 'rdp'
+SOUND = 'sound'  # The earlier name of 'rdp'.
 PAPER = 'paper'
-ACCOUNTINGS = (SOUND, PAPER)
+ACCOUNTINGS = (PLD, RDP, SOUND, PAPER)
+# Accountings that are proven (docs/PRIVACY.md); 'paper' is not.
+PROVEN = (PLD, RDP, SOUND)
 
 # Sound mode: integer orders (exact reverse divergence, Zhu-Wang bound).
 SOUND_ORDERS = tuple(range(2, 65))
@@ -118,20 +130,27 @@ class DpRecAccountant(dp_accounting.PrivacyAccountant):
   `PoissonSampledDpEvent(q, DpRecEvent)` (one client draw with probability
   q; `dp_rec_round_event` builds a round) and `NoOpDpEvent`,
   `NonPrivateDpEvent`, `ComposedDpEvent`, `SelfComposedDpEvent` of those.
+
+  With `accounting='pld'` (default) it composes both a PLD and the Renyi
+  bounds, and `get_epsilon` returns the smaller epsilon.
   """
 
   def __init__(self,
                orders: Optional[Sequence[float]] = None,
-               accounting: str = SOUND,
+               accounting: str = PLD,
                reverse_divergence: str = REVERSE_FORWARD_BOUND,
                neighboring_relation: _NeighborRel = _NeighborRel
-               .ADD_OR_REMOVE_ONE):
+               .ADD_OR_REMOVE_ONE,
+               discretization: float = message_profile.DEFAULT_DISCRETIZATION):
     """Initializes the accountant.
 
     Args:
-      orders: Renyi orders. Sound mode: integers >= 2 (default
+      orders: Renyi orders. PLD and RDP modes: integers >= 2 (default
         `SOUND_ORDERS`); paper mode: values > 1 (default `PAPER_ORDERS`).
-      accounting: `'sound'` (default) or `'paper'`; see the module docstring.
+      accounting: `'pld'` (default), `'rdp'` (or its alias `'sound'`) or
+        `'paper'`; see the module docstring.
+      discretization: PLD mode: the loss grid of one draw's PLD (coarser
+        where one draw's losses spread wider than 40,000 steps).
       reverse_divergence: Paper mode only: how D(p || mix) is bounded,
         `'forward_bound'` (the paper's) or `'numerical'` (quadrature).
       neighboring_relation: Must be `ADD_OR_REMOVE_ONE`.
@@ -147,13 +166,19 @@ class DpRecAccountant(dp_accounting.PrivacyAccountant):
     validation.check_choice(accounting, 'accounting', ACCOUNTINGS)
     validation.check_choice(reverse_divergence, 'reverse_divergence',
                             (REVERSE_FORWARD_BOUND, REVERSE_NUMERICAL))
-    if accounting == SOUND and reverse_divergence != REVERSE_FORWARD_BOUND:
+    validation.check_positive_number(discretization, 'discretization')
+    if accounting != PAPER and reverse_divergence != REVERSE_FORWARD_BOUND:
       raise ValueError(
           "reverse_divergence applies to accounting='paper' only, found "
           f'reverse_divergence={reverse_divergence!r}.')
     self._accounting = accounting
     self._reverse_divergence = reverse_divergence
-    if accounting == SOUND:
+    self._discretization = float(discretization)
+    # PLD mode: the composed PLD per loss grid (draws whose grid had to be
+    # coarsened cannot be composed with the others; see get_epsilon).
+    self._plds = {}
+    self._non_private = False
+    if accounting != PAPER:
       self._orders = channel.check_orders(
           SOUND_ORDERS if orders is None else orders)
       self._rdp = np.zeros(len(self._orders))
@@ -179,22 +204,23 @@ class DpRecAccountant(dp_accounting.PrivacyAccountant):
 
   @property
   def rdp(self) -> np.ndarray:
-    """Sound mode: the composed RDP, one value per order."""
-    if self._accounting != SOUND:
-      raise ValueError("rdp is defined for accounting='sound' only.")
+    """PLD and RDP modes: the composed RDP, one value per order."""
+    if self._accounting == PAPER:
+      raise ValueError("rdp is not defined for accounting='paper'.")
     return np.copy(self._rdp)
 
   @property
   def overhead(self) -> float:
     """Paper mode: the delta overhead 12 sum_t 2^-b_t exp(c_t^2) so far."""
-    return 0.0 if self._accounting == SOUND else self._overhead
+    return self._overhead if self._accounting == PAPER else 0.0
 
   def _maybe_compose(self, event, count, do_compose):
     if isinstance(event, dp_accounting.NoOpDpEvent):
       return None
     if isinstance(event, dp_accounting.NonPrivateDpEvent):
       if do_compose:
-        if self._accounting == SOUND:
+        self._non_private = True
+        if self._accounting != PAPER:
           self._rdp += np.inf
         else:
           self._forward += np.inf
@@ -217,6 +243,14 @@ class DpRecAccountant(dp_accounting.PrivacyAccountant):
             invalid_event=event,
             error_message='DpRecAccountant supports PoissonSampledDpEvent of '
             f'a DpRecEvent only, found subevent {event.event}.')
+      if not 0.0 <= event.sampling_probability < 1.0:
+        # A draw that always picks the target (population 1) has no other
+        # client to compare with; a known participant is a DpRecEvent.
+        return self.CompositionErrorDetails(
+            invalid_event=event,
+            error_message='DpRecAccountant needs a sampling probability in '
+            f'[0, 1), found {event.sampling_probability!r}; compose a '
+            'DpRecEvent for a release without sampling.')
       if do_compose:
         self._compose(event.sampling_probability, event.event, count)
       return None
@@ -224,9 +258,17 @@ class DpRecAccountant(dp_accounting.PrivacyAccountant):
         invalid_event=event, error_message='Unsupported event.')
 
   def _compose(self, q, event, count):
-    if self._accounting == SOUND:
+    if self._accounting != PAPER:
       self._rdp += count * sound_rdp(
           q, event.clip_ratio, event.bits, event.num_groups, self._orders)
+      if self._accounting == PLD and event.clip_ratio > 0:
+        step, pld = message_profile.draw_pld(
+            q=min(float(q), 1.0), clip_ratio=event.clip_ratio,
+            bits=event.bits, num_groups=event.num_groups,
+            discretization=self._discretization)
+        pld = pld.self_compose(count)
+        previous = self._plds.get(step)
+        self._plds[step] = pld if previous is None else previous.compose(pld)
       return
     if event.num_groups > 1:
       warn_unproven(event.num_groups)
@@ -245,17 +287,28 @@ class DpRecAccountant(dp_accounting.PrivacyAccountant):
   def get_epsilon_and_optimal_order(self, target_delta: float):
     """Returns (epsilon, optimal order) at `target_delta`.
 
+    The order is nan where the PLD gives the smaller epsilon.
+
     Raises:
       ValueError: If target_delta is not in (0, 1).
       OverheadExceedsDeltaError: Paper mode, target_delta <= the overhead.
     """
     validation.check_probability(target_delta, 'target_delta')
-    if self._accounting == SOUND:
+    if self._accounting != PAPER:
       if not np.any(self._rdp):
         return 0.0, float(self._orders[0])
       eps, order = rdp_privacy_accountant.compute_epsilon(
           self._orders.astype(np.float64), self._rdp, target_delta)
-      return float(eps), float(order)
+      eps, order = float(eps), float(order)
+      # PLD: one loss grid (draws on different grids cannot be composed
+      # here; then the Renyi epsilon alone is returned, still a bound).
+      if (self._accounting == PLD and len(self._plds) == 1 and
+          not self._non_private):
+        pld_eps = next(iter(self._plds.values())).get_epsilon_for_delta(
+            target_delta)
+        if pld_eps < eps:
+          return float(pld_eps), math.nan
+      return eps, order
     if self._overhead >= target_delta:
       needed = _bits_needed(self._rho, target_delta)
       raise OverheadExceedsDeltaError(
@@ -387,16 +440,17 @@ def resolve_bits(accounting: str, bits: Optional[int],
                  num_groups: Optional[int], total_bits: Optional[int]):
   """Returns (bits, num_groups) from the caller's arguments, checked.
 
-  Sound mode needs `bits` (per group) and `num_groups`; `total_bits` (one
-  index of that many bits) is the paper mode's, which also accepts
-  `bits` with `num_groups`.
+  The proven accountings need `bits` (per group) and `num_groups`;
+  `total_bits` (one index of that many bits) is the paper mode's, which
+  also accepts `bits` with `num_groups`.
   """
   validation.check_choice(accounting, 'accounting', ACCOUNTINGS)
   if total_bits is not None:
-    if accounting == SOUND:
+    if accounting != PAPER:
       raise ValueError(
-          f"total_bits={total_bits!r} is the paper mode's message size; the "
-          "sound accounting needs bits (per group) and num_groups. Pass "
+          f"total_bits={total_bits!r} is the paper mode's message size; "
+          f"accounting={accounting!r} needs bits (per group) and num_groups. "
+          "Pass "
           "bits= and num_groups=, or accounting='paper'.")
     if bits is not None or num_groups is not None:
       raise ValueError(
@@ -419,15 +473,14 @@ def dp_rec_round_event(*, clip_ratio: float, population: int,
                        total_bits: Optional[int] = None
                        ) -> dp_accounting.DpEvent:
   """One DP-REC round: B client draws with replacement, each with q = 1/N."""
-  validation.check_positive_int(population, 'population')
-  validation.check_positive_int(clients_per_round, 'clients_per_round')
+  q = _draw_rate(population, clients_per_round)
   if total_bits is not None:
     bits, num_groups = resolve_bits(PAPER, bits, num_groups, total_bits)
   else:
-    bits, num_groups = resolve_bits(SOUND, bits, num_groups, None)
+    bits, num_groups = resolve_bits(PLD, bits, num_groups, None)
   return dp_accounting.SelfComposedDpEvent(
       dp_accounting.PoissonSampledDpEvent(
-          1.0 / population, DpRecEvent(clip_ratio, bits, num_groups)),
+          q, DpRecEvent(clip_ratio, bits, num_groups)),
       clients_per_round)
 
 
@@ -436,7 +489,7 @@ def dp_rec_epsilon(*, clip_ratio: float, population: int,
                    bits: Optional[int] = None,
                    num_groups: Optional[int] = None,
                    total_bits: Optional[int] = None,
-                   accounting: str = SOUND,
+                   accounting: str = PLD,
                    reverse_divergence: str = REVERSE_FORWARD_BOUND) -> float:
   """Epsilon of DP-REC after `rounds` rounds (T*B draws with q = 1/N).
 
@@ -449,7 +502,7 @@ def dp_rec_epsilon(*, clip_ratio: float, population: int,
     bits: Index bits per group.
     num_groups: Groups per message.
     total_bits: Paper mode only: the message's index bits as one index.
-    accounting: `'sound'` (default) or `'paper'`.
+    accounting: `'pld'` (default), `'rdp'` (alias `'sound'`) or `'paper'`.
     reverse_divergence: Paper mode only, see `DpRecAccountant`.
 
   Raises:
@@ -458,13 +511,13 @@ def dp_rec_epsilon(*, clip_ratio: float, population: int,
   """
   validation.check_nonnegative_int(rounds, 'rounds')
   validation.check_probability(delta, 'delta')
-  sampling_rate(population, clients_per_round)
+  q = _draw_rate(population, clients_per_round)
   bits, num_groups = resolve_bits(accounting, bits, num_groups, total_bits)
   accountant = DpRecAccountant(accounting=accounting,
                                reverse_divergence=reverse_divergence)
   event = dp_accounting.SelfComposedDpEvent(
       dp_accounting.PoissonSampledDpEvent(
-          1.0 / population, DpRecEvent(clip_ratio, bits, num_groups)),
+          q, DpRecEvent(clip_ratio, bits, num_groups)),
       clients_per_round)
   if rounds == 0:
     return 0.0  # Nothing released.
@@ -476,7 +529,7 @@ def dp_rec_local_epsilon(*, clip_ratio: float, delta: float,
                          bits: Optional[int] = None,
                          num_groups: Optional[int] = None,
                          total_bits: Optional[int] = None, rounds: int = 1,
-                         accounting: str = SOUND) -> float:
+                         accounting: str = PLD) -> float:
   """Epsilon of `rounds` releases of one client, without amplification.
 
   Add/remove: a client's message against a message that encodes nothing;
@@ -501,6 +554,18 @@ def sampling_rate(population, clients_per_round):
         f'clients_per_round={clients_per_round} exceeds population='
         f'{population}.')
   return clients_per_round / population
+
+
+def _draw_rate(population, clients_per_round):
+  """q = 1/N of one DP-REC draw; the amplified analysis needs N >= 2."""
+  sampling_rate(population, clients_per_round)
+  if population < 2:
+    raise ValueError(
+        f'population={population}: the amplified DP-REC epsilon compares a '
+        "draw of the target with another client's message, so it needs "
+        'population >= 2; dp_rec_local_epsilon gives the epsilon of a '
+        'known participant.')
+  return 1.0 / population
 
 
 def _paper_forward_rdp(q, c, orders):

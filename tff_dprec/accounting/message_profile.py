@@ -31,8 +31,10 @@ from tff_dprec.accounting import profile
 
 # Integer orders of the Renyi bounds that the profiles are converted from.
 PROFILE_ORDERS = tuple(range(2, 65))
-# Grid step of the message profiles (in epsilon).
+# Grid step of the message profiles (in epsilon): PROFILE_STEP, or coarser
+# so that a profile has at most PROFILE_POINTS points.
 PROFILE_STEP = 1e-3
+PROFILE_POINTS = 20000
 # The PLD's loss grid: at most this fine, and at most this many points on
 # each side of 0 (coarser where the losses spread wider, e.g. q = 1).
 DEFAULT_DISCRETIZATION = 1e-4
@@ -50,8 +52,8 @@ def message_profiles(*, clip_ratio: float, bits: int, num_groups: int,
                                 profile.Profile]:
   """(forward, reverse, substitution) profile bounds of one message.
 
-  On the grid epsilon = i * PROFILE_STEP up to `max_epsilon` (their last
-  value holds beyond). The clip ratio is raised by 2^-20 for float32
+  On the grid epsilon = i * step up to `max_epsilon` (their last value holds
+  beyond), step = max(PROFILE_STEP, max_epsilon / PROFILE_POINTS). The clip ratio is raised by 2^-20 for float32
   clipping, as in the Renyi accounting.
   """
   validation.check_nonnegative_number(clip_ratio, 'clip_ratio')
@@ -65,29 +67,30 @@ def message_profiles(*, clip_ratio: float, bits: int, num_groups: int,
 @functools.lru_cache(maxsize=256)
 def _message_profiles(clip_ratio, bits, num_groups, max_epsilon):
   c = clip_ratio * _FLOAT32_SLACK
+  step = max(PROFILE_STEP, max_epsilon / PROFILE_POINTS)
   forward_rdp, reverse_rdp = channel.message_rdp(
       clip_ratio=c, bits=bits, num_groups=num_groups, orders=PROFILE_ORDERS)
   cap = num_groups * bits * math.log(2.0)
-  forward = profile.from_rdp(PROFILE_ORDERS, forward_rdp, PROFILE_STEP,
-                             max_epsilon)
+  forward = profile.from_rdp(PROFILE_ORDERS, forward_rdp, step, max_epsilon)
   values = forward.values
   values[forward.epsilons() >= cap] = 0.0  # D_inf <= M b log 2.
-  forward = profile.Profile(PROFILE_STEP, values)
-  reverse = profile.from_rdp(PROFILE_ORDERS, reverse_rdp, PROFILE_STEP,
-                             max_epsilon)
+  forward = profile.Profile(step, values)
+  reverse = profile.from_rdp(PROFILE_ORDERS, reverse_rdp, step, max_epsilon)
   substitution_rdp = channel.substitution_rdp(
       clip_ratio=c, bits=bits, num_groups=num_groups, orders=PROFILE_ORDERS)
   substitution = profile.minimum(
-      profile.from_rdp(PROFILE_ORDERS, substitution_rdp, PROFILE_STEP,
-                       max_epsilon),
+      profile.from_rdp(PROFILE_ORDERS, substitution_rdp, step, max_epsilon),
       profile.triangle(forward, reverse, first_cap=cap))
   return forward, reverse, substitution
 
 
 def draw_pld(*, q: float, clip_ratio: float, bits: int, num_groups: int,
              discretization: float = DEFAULT_DISCRETIZATION
-             ) -> privacy_loss_distribution.PrivacyLossDistribution:
-  """A PLD dominating one DP-REC client draw with probability q.
+             ) -> Tuple[float, privacy_loss_distribution.PrivacyLossDistribution]:
+  """(loss grid step, PLD) dominating one DP-REC client draw with prob. q.
+
+  The step is `discretization`, or coarser where the losses spread over
+  more than MAX_GRID_POINTS steps on a side (PLDs compose only on one grid).
 
   q < 1: the pair ((1 - q) P_y + q P_v, P_y) for the worst other client y,
   both directions, from the substitution profile (joint convexity over the
@@ -125,4 +128,4 @@ def _draw_pld(q, clip_ratio, bits, num_groups, discretization):
     if hi <= MAX_GRID_POINTS:
       break
     step = step * hi / MAX_GRID_POINTS * 1.01
-  return profile.pessimistic_pld(step, lo, hi, remove, add)
+  return step, profile.pessimistic_pld(step, lo, hi, remove, add)

@@ -139,8 +139,10 @@ def minimum(*profiles: Profile) -> Profile:
   if any(p.step != step for p in profiles):
     raise ValueError('profiles must share one step.')
   n = max(p.values.size for p in profiles)
-  eps = step * np.arange(n)
-  return Profile(step, np.min([p.value(eps) for p in profiles], axis=0))
+  # Grid points are read directly; beyond a shorter grid its last value.
+  padded = [np.pad(p.values, (0, n - p.values.size), mode='edge')
+            for p in profiles]
+  return Profile(step, np.min(padded, axis=0))
 
 
 def triangle(first: Profile, second: Profile, first_cap: Optional[float] =
@@ -156,20 +158,21 @@ def triangle(first: Profile, second: Profile, first_cap: Optional[float] =
   if second.step != step:
     raise ValueError('first and second must share one step.')
   n = second.values.size
-  eps = step * np.arange(n)
+  first_values = np.pad(first.values, (0, max(0, n - first.values.size)),
+                        mode='edge')
   stride = max(1, int(math.ceil(n / max_splits)))
   last_split = n - 1
   if first_cap is not None:
     last_split = min(last_split,
                      int(math.ceil(first_cap / step / stride)) * stride)
-  best = second.value(eps)  # eps1 = 0 with first(0) <= 1: not needed.
-  best = np.minimum(1.0, first.value(0.0) + best)
   second_values = second.values
+  best = np.minimum(1.0, (first_values[0] + second_values) *
+                    (1.0 + ROUNDING_MARGIN))
   for j in range(stride, last_split + 1, stride):
     eps1 = j * step
     head = 0.0
     if first_cap is None or eps1 < first_cap:
-      head = float(first.value(eps1))
+      head = float(first_values[j])
     candidate = head + math.exp(eps1) * second_values[:n - j]
     best[j:] = np.minimum(best[j:], candidate * (1.0 + ROUNDING_MARGIN))
   return Profile(step, best)
@@ -261,7 +264,9 @@ def convex_upper(epsilons: np.ndarray, deltas: np.ndarray) -> np.ndarray:
   A profile is convex and non-increasing in gamma with value 1 at gamma = 0,
   so if it is below `deltas` at `epsilons`, it is below this hull there too,
   and the hull is a convex sequence: connect-the-dots gets non-negative
-  probabilities.
+  probabilities (up to round-off). `deltas` must already carry the rounding
+  margin; the hull is raised uniformly by 1e-12 (relative) for the round-off
+  of the interpolation, which keeps it convex.
   """
   gamma = np.concatenate([[0.0], np.exp(epsilons)])
   values = np.concatenate([[1.0], deltas])
@@ -277,10 +282,8 @@ def convex_upper(epsilons: np.ndarray, deltas: np.ndarray) -> np.ndarray:
         break
     hull.append(i)
   hull = np.asarray(hull)
-  out = np.interp(gamma[1:], gamma[hull], values[hull])
-  # The hull vertices are bounds themselves; interpolation rounds at 1e-16.
-  return np.minimum(np.minimum.accumulate(out * (1.0 + ROUNDING_MARGIN)),
-                    deltas)
+  out = np.interp(gamma[1:], gamma[hull], values[hull]) * (1.0 + 1e-12)
+  return np.minimum(np.minimum.accumulate(out), 1.0)
 
 
 def pessimistic_pld(discretization: float, lo: int, hi: int,
