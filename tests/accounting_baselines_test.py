@@ -49,7 +49,7 @@ class DpFedAvgTest(parameterized.TestCase):
   def test_tight_conversion_is_tighter(self):
     kwargs = dict(noise_multiplier=1.0, population=1000, clients_per_round=10,
                   rounds=100, delta=1e-5)
-    tight = accounting.dp_fedavg_epsilon(**kwargs)
+    tight = accounting.dp_fedavg_epsilon(accounting='rdp', **kwargs)
     classic = accounting.dp_fedavg_epsilon(conversion='classic', accounting='rdp', **kwargs)
     self.assertLess(tight, classic)
     # The tight default matches dp_accounting's own RDP accountant.
@@ -110,7 +110,8 @@ class DDGaussTest(parameterized.TestCase):
     # DDGauss uses a looser subsampling bound, so it is above but close.
     common = dict(population=1000, clients_per_round=10, rounds=100,
                   delta=1e-5)
-    gauss = accounting.dp_fedavg_epsilon(noise_multiplier=2.0, **common)
+    gauss = accounting.dp_fedavg_epsilon(noise_multiplier=2.0,
+                                         accounting='rdp', **common)
     ddg = accounting.ddgauss_epsilon(noise_multiplier=2.0, l2_clip=1.0,
                                      bits=24, dimension=100, **common)
     self.assertGreaterEqual(ddg, gauss)

@@ -29,10 +29,10 @@ class CliTest(parameterized.TestCase):
     self.assertRegex(out, r'epsilon=3\.01')
     self.assertIn('accounting=paper', out)
 
-  def test_dp_rec_sound_is_default(self):
+  def test_dp_rec_pld_is_default(self):
     out = _run(['--mechanism=dp_rec', *_SO, '--clip_ratio=1.227',
                 '--bits=7', '--num_groups=6'])
-    self.assertIn('accounting=sound', out)
+    self.assertIn('accounting=pld', out)
     eps = float(re.search(r'epsilon=([0-9.]+)', out).group(1))
     self.assertAlmostEqual(eps, accounting.dp_rec_epsilon(
         clip_ratio=1.227, population=342477, clients_per_round=60,

@@ -384,7 +384,7 @@ class CalibrationTest(parameterized.TestCase):
     calls = []
     epsilon = lambda z: (calls.append(z), accounting.dp_fedavg_epsilon(  # pylint: disable=g-long-lambda
         noise_multiplier=z, population=4000, clients_per_round=40,
-        rounds=10, delta=1e-4))[1]
+        rounds=10, delta=1e-4, accounting='rdp'))[1]
     z = calibration.search(epsilon, 1.0, calibration.MIN_NOISE_MULTIPLIER,
                            calibration.MAX_NOISE_MULTIPLIER, 1e-6, 'z',
                            largest=False)
