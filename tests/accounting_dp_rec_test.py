@@ -136,10 +136,10 @@ class SoundModeTest(parameterized.TestCase):
     kwargs = dict(population=population, clients_per_round=60, rounds=1500,
                   delta=_paper_delta(population))
     eps = accounting.dp_rec_epsilon(clip_ratio=1.227, bits=7, num_groups=6,
-                                    **kwargs)
+                                    accounting='rdp', **kwargs)
     gauss_2c = accounting.dp_fedavg_epsilon(
-        noise_multiplier=1 / (2 * 1.227), **{**kwargs, 'clients_per_round': 1,
-                                             'rounds': 60 * 1500})
+        noise_multiplier=1 / (2 * 1.227), accounting='rdp',
+        **{**kwargs, 'clients_per_round': 1, 'rounds': 60 * 1500})
     self.assertGreater(eps, 2.0)
     self.assertGreater(eps, 0.95 * gauss_2c)
     self.assertLess(eps, 1.3 * gauss_2c)
@@ -151,9 +151,11 @@ class SoundModeTest(parameterized.TestCase):
     # with sensitivity 2c (substitution), and the bound is not far above.
     kwargs = dict(population=n, rounds=t, delta=n**-1.1)
     eps = accounting.dp_rec_epsilon(clip_ratio=c, bits=20, num_groups=1,
-                                    clients_per_round=b, **kwargs)
+                                    clients_per_round=b, accounting='rdp',
+                                    **kwargs)
     gauss_2c = accounting.dp_fedavg_epsilon(
-        noise_multiplier=1 / (2 * c), clients_per_round=1, **{
+        noise_multiplier=1 / (2 * c), clients_per_round=1, accounting='rdp',
+        **{
             **kwargs, 'rounds': b * t})
     self.assertGreater(eps, 0.99 * gauss_2c)
     self.assertLess(eps, 1.3 * gauss_2c)
@@ -409,3 +411,102 @@ class CalibrationTest(parameterized.TestCase):
 if __name__ == '__main__':
   import absl.testing.absltest  # pylint: disable=g-import-not-at-top
   absl.testing.absltest.main()
+
+
+class PldDefaultTest(parameterized.TestCase):
+  """The default accounting (PLD, docs/PRIVACY.md Section 9)."""
+
+  @parameterized.parameters(
+      (4000, 40, 10, 4, 1, 0.886), (4000, 40, 10, 4, 1, 1.3),
+      (342477, 60, 1500, 7, 6, 1.1), (100, 10, 1000, 7, 10, 0.545),
+      (3500, 100, 200, 7, 1, 0.77), (660, 66, 20, 2, 3, 2.0))
+  def test_never_above_rdp(self, n, b, t, bits, groups, c):
+    kwargs = dict(clip_ratio=c, population=n, clients_per_round=b, rounds=t,
+                  delta=n**-1.1, bits=bits, num_groups=groups)
+    pld = accounting.dp_rec_epsilon(**kwargs)
+    rdp = accounting.dp_rec_epsilon(accounting='rdp', **kwargs)
+    self.assertLessEqual(pld, rdp)
+    self.assertEqual(accounting.dp_rec_epsilon(accounting='sound', **kwargs),
+                     rdp)
+
+  def test_main_job_gains(self):
+    # The main job (N = 4000, B = 40, T = 10, one group of 4 bits): the
+    # PLD calibrates c well above the RDP's 0.886.
+    kwargs = dict(population=4000, clients_per_round=40, rounds=10,
+                  delta=4000**-1.1, bits=4, num_groups=1)
+    c = accounting.calibrate_clip_ratio(target_epsilon=1.0, tol=1e-4,
+                                        **kwargs)
+    self.assertGreater(c, 1.0)
+    self.assertLessEqual(accounting.dp_rec_epsilon(clip_ratio=c, **kwargs),
+                         1.0)
+    self.assertGreater(
+        accounting.dp_rec_epsilon(clip_ratio=c * 1.01, **kwargs), 1.0)
+    # Epsilon grows with the rounds; round 1 costs a fraction of the total.
+    by_round = [accounting.dp_rec_epsilon(clip_ratio=c, **{**kwargs,
+                                                           'rounds': r})
+                for r in (1, 2, 5, 10)]
+    self.assertEqual(by_round, sorted(by_round))
+    self.assertLess(by_round[0], 0.6)
+
+  def test_gaussian_proxy_is_a_lower_reference(self):
+    # With 2^20 candidates the release is close to the Gaussian mechanism at
+    # sensitivity 2c; a bound below that Gaussian's exact PLD epsilon would
+    # be wrong.
+    kwargs = dict(population=1000, rounds=100, delta=1000**-1.1)
+    eps = accounting.dp_rec_epsilon(clip_ratio=0.5, bits=20, num_groups=1,
+                                    clients_per_round=10, **kwargs)
+    gauss_2c = accounting.dp_fedavg_epsilon(
+        noise_multiplier=1.0, clients_per_round=1,
+        **{**kwargs, 'rounds': 1000})
+    self.assertGreater(eps, 0.99 * gauss_2c)
+
+  def test_amplified_needs_another_client(self):
+    with self.assertRaisesRegex(ValueError, 'population=1'):
+      accounting.dp_rec_epsilon(clip_ratio=1.0, population=1,
+                                clients_per_round=1, rounds=1, delta=1e-5,
+                                bits=4, num_groups=1)
+    accountant = accounting.DpRecAccountant()
+    event = dp_accounting.PoissonSampledDpEvent(
+        1.0, accounting.DpRecEvent(1.0, 4, 1))
+    self.assertFalse(accountant.supports(event))
+
+  def test_local_never_above_rdp(self):
+    for c in (0.5, 1.0, 2.0):
+      kwargs = dict(clip_ratio=c, delta=1e-5, bits=4, num_groups=1, rounds=3)
+      self.assertLessEqual(
+          accounting.dp_rec_local_epsilon(**kwargs),
+          accounting.dp_rec_local_epsilon(accounting='rdp', **kwargs))
+
+  def test_bad_discretization(self):
+    with self.assertRaisesRegex(ValueError, 'discretization'):
+      accounting.DpRecAccountant(discretization=0.0)
+
+
+class DpFedAvgPldTest(parameterized.TestCase):
+
+  @parameterized.parameters(
+      (0.01, 0.893, 10, 4000), (60 / 342477, 0.957, 1500, 342477),
+      (0.1, 1.0, 30, 100), (0.01, 3.0, 10, 4000))
+  def test_within_three_percent_and_never_below(self, q, z, t, n):
+    from dp_accounting.pld import privacy_loss_distribution  # pylint: disable=g-import-not-at-top
+    delta = n**-1.1
+    b = round(q * n)
+    eps = accounting.dp_fedavg_epsilon(noise_multiplier=z, population=n,
+                                       clients_per_round=b, rounds=t,
+                                       delta=delta)
+    exact = privacy_loss_distribution.from_gaussian_mechanism(
+        z, sampling_prob=b / n, value_discretization_interval=2e-5
+    ).self_compose(t).get_epsilon_for_delta(delta)
+    # The 2e-5 grid is itself pessimistic, within 1e-3 of exact here.
+    self.assertGreaterEqual(eps, exact * (1 - 1e-3))
+    self.assertLessEqual(eps, exact * 1.03)
+
+  def test_main_job_round_one_under_half(self):
+    kwargs = dict(population=4000, clients_per_round=40, delta=4000**-1.1)
+    z = accounting.calibrate_dp_fedavg_noise(target_epsilon=1.0, rounds=10,
+                                             **kwargs)
+    self.assertLess(z, 0.7)  # RDP: 0.893.
+    self.assertLess(accounting.dp_fedavg_epsilon(
+        noise_multiplier=z, rounds=1, **kwargs), 0.5)
+    self.assertLessEqual(accounting.dp_fedavg_epsilon(
+        noise_multiplier=z, rounds=10, **kwargs), 1.0)

@@ -9,7 +9,7 @@ import numpy as np
 from tff_dprec.accounting import profile
 
 
-def _gaussian_pld(sensitivity, q, discretization=1e-5):
+def _gaussian_pld(sensitivity, q, discretization=1e-4):
   return privacy_loss_distribution.from_gaussian_mechanism(
       1.0 / sensitivity, sampling_prob=q,
       value_discretization_interval=discretization)
@@ -110,7 +110,8 @@ class PessimisticPldTest(parameterized.TestCase):
         count).get_epsilon_for_delta(delta)
     exact = _gaussian_pld(mu, q).self_compose(count).get_epsilon_for_delta(
         delta)
-    # Never below (up to dp_accounting's own 1e-5 grid), and within 10%.
+    # Never below (up to dp_accounting's own pessimistic 1e-4 grid, within
+    # 1e-4 of exact here), and within 10%.
     self.assertGreaterEqual(ours, exact * (1 - 1e-3))
     self.assertLess(ours, exact * 1.10)
 
