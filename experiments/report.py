@@ -149,7 +149,9 @@ def markdown_table(records: Sequence[dict],
          for r in records):
     lines.append('DDGauss epsilon: Poisson accounting for B distinct clients '
                  'per round, an assumption, not a theorem (docs/PRIVACY.md, '
-                 'section 8).')
+                 'section 8); and an RDP accountant, looser than the PLD of '
+                 'DP-REC and DP-FedAvg, so DDGauss is calibrated with more '
+                 'noise than a tight accountant would need (a handicap).')
   ratios = communication_ratios(records)
   if ratios:
     lines.append('')
