@@ -99,7 +99,7 @@ class DPRecMeanFactory(tff.aggregators.UnweightedMeanFactory):
 
   def epsilon(self, model, *, population: int, clients_per_round: int,
               rounds: int, delta: float,
-              accounting: str = accounting_lib.SOUND) -> float:
+              accounting: str = accounting_lib.PLD) -> float:
     """Epsilon after `rounds` rounds of training `model`.
 
     `tff_dprec.accounting.dp_rec_epsilon` with this aggregator's clip ratio
