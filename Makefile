@@ -20,7 +20,7 @@ run: setup
 	$(PY) -m experiments.run --task=stackoverflow_lr
 
 # The timeout (TERM, then KILL a minute later) bounds the suite; TFF's
-# worker_binary processes die with pytest (experiments/worker_reaper.py).
+# worker_binary processes die with pytest (experiments/infra/worker_reaper.py).
 # One pytest-xdist worker per core; most of the suite is single-threaded
 # TFF tracing and CLI subprocesses (2 cores: 12 min 43 s against 21 min 17 s
 # with one worker). The 30 slowest tests are listed at the end.

@@ -1,1 +1,10 @@
-"""Experiments for tff_dprec: CLI, tasks, data, baselines and reports."""
+"""Experiments for tff_dprec, laid out by role (imports point down).
+
+* `run.py`: `python -m experiments.run` (flags -> RunConfig -> training).
+* `runner/`: RunConfig, plans, the training loop, checkpoints, ledger,
+  records and reports.
+* `data/`: tasks and their data.
+* `studies/`: reproduce (the paper's Table 1), epsilon sweep, tuning, audit,
+  privacy tables, benchmarks; `python -m experiments.<study>` runs each.
+* `infra/`: TFF workers, their reaper, the downlink simulation.
+"""

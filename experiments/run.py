@@ -106,8 +106,8 @@ class FlagError(ValueError):
 
 def validate_flags():
   """Raises FlagError with a clear message for bad flags."""
-  from experiments import config  # pylint: disable=g-import-not-at-top
-  from experiments import plans  # pylint: disable=g-import-not-at-top
+  from experiments.runner import config  # pylint: disable=g-import-not-at-top
+  from experiments.runner import plans  # pylint: disable=g-import-not-at-top
   from tff_dprec import rec  # pylint: disable=g-import-not-at-top
   if _TASK.value not in config.TASKS:
     raise FlagError(
@@ -162,7 +162,7 @@ def parse_grouping(text):
 
 def config_from_flags():
   """The run's `RunConfig`, built once from the flags."""
-  from experiments import config  # pylint: disable=g-import-not-at-top
+  from experiments.runner import config  # pylint: disable=g-import-not-at-top
   return config.RunConfig(
       task=_TASK.value, aggregators=tuple(_AGGREGATORS.value),
       data_dir=_DATA_DIR.value, output_dir=_OUTPUT_DIR.value,
@@ -205,13 +205,13 @@ def main(argv):
   if not flags.FLAGS['verbosity'].present:
     logging.set_verbosity(logging.WARNING)
     tf.get_logger().setLevel('WARNING')
-  from experiments import worker_reaper  # pylint: disable=g-import-not-at-top
+  from experiments.infra import worker_reaper  # pylint: disable=g-import-not-at-top
   worker_reaper.install()
-  from experiments import checkpoints  # pylint: disable=g-import-not-at-top
-  from experiments import ledger  # pylint: disable=g-import-not-at-top
-  from experiments import plans  # pylint: disable=g-import-not-at-top
-  from experiments import tasks  # pylint: disable=g-import-not-at-top
-  from experiments import training  # pylint: disable=g-import-not-at-top
+  from experiments.runner import checkpoints  # pylint: disable=g-import-not-at-top
+  from experiments.runner import ledger  # pylint: disable=g-import-not-at-top
+  from experiments.runner import plans  # pylint: disable=g-import-not-at-top
+  from experiments.data import tasks  # pylint: disable=g-import-not-at-top
+  from experiments.runner import training  # pylint: disable=g-import-not-at-top
   try:
     training.run(config)
   except (tasks.MissingDataError,

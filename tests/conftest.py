@@ -6,7 +6,7 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
 from absl import flags  # pylint: disable=g-import-not-at-top
 
-from experiments import worker_reaper  # pylint: disable=g-import-not-at-top
+from experiments.infra import worker_reaper  # pylint: disable=g-import-not-at-top
 
 # tf.test.TestCase.create_tempdir reads absl flags, which pytest never parses.
 flags.FLAGS.mark_as_parsed()

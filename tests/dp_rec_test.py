@@ -9,6 +9,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_dprec import accounting
+from tff_dprec import learning
 from tff_dprec import message as message_lib
 from tff_dprec import rec
 from tff_dprec.aggregators import dp_rec
@@ -140,7 +141,7 @@ class ConstructionTest(tf.test.TestCase, parameterized.TestCase):
   @parameterized.named_parameters(('decode_on_arrival', False),
                                   ('recorded_messages', True))
   def test_mean_factory_moves_only_integers(self, record_messages):
-    process = dp_rec.dp_rec_aggregator(
+    process = learning.dp_rec_aggregator(
         0.1, 1.0, bits=6, record_messages=record_messages).create(_STRUCT)
     moved = _clients_to_server_value_types(process.next)
     self.assertNotEmpty(moved)
@@ -277,7 +278,7 @@ class ExecutionTest(tf.test.TestCase):
 
   def test_mean_over_rounds_approaches_mean_of_clipped_updates(self):
     s, clip, rounds = 0.5, 1.0, 40
-    process = dp_rec.dp_rec_aggregator(s, clip, bits=8,
+    process = learning.dp_rec_aggregator(s, clip, bits=8,
                                        grouping='network').create(_VECTOR)
     values = [
         np.array([3.0, 0.0, 0.0, 0.0], np.float32),  # clipped to [1, 0, 0, 0]
@@ -340,7 +341,7 @@ class ExecutionTest(tf.test.TestCase):
         model_fn,
         client_optimizer_fn=tff.learning.optimizers.build_sgdm(0.05),
         server_optimizer_fn=tff.learning.optimizers.build_sgdm(1.0),
-        model_aggregator=dp_rec.dp_rec_aggregator(0.02, None, bits=7))
+        model_aggregator=learning.dp_rec_aggregator(0.02, None, bits=7))
     state = process.initialize()
     losses = []
     for _ in range(12):

@@ -13,11 +13,11 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from experiments import audit
-from experiments import plans
-from experiments import stackoverflow_data
-from experiments import tasks
-from experiments import training
+from experiments.studies import audit
+from experiments.runner import plans
+from experiments.data import stackoverflow_data
+from experiments.data import tasks
+from experiments.runner import training
 
 _TINY = dict(seed=3, train_clients=40, heldout_clients=5, test_clients=15,
              num_words=300, num_tags=30, num_topics=6, mean_examples=12.0,
@@ -541,7 +541,7 @@ class FixedNoiseMultiplierTest(tf.test.TestCase):
                  **self._SETTING)
 
   def test_config_refuses_it_without_dp_fedavg(self):
-    from experiments import config as config_lib  # pylint: disable=g-import-not-at-top
+    from experiments.runner import config as config_lib  # pylint: disable=g-import-not-at-top
     with self.assertRaisesRegex(ValueError,
                                 r'noise_multiplier=1.5 applies to dp_fedavg'):
       config_lib.RunConfig(task='digits', aggregators=('dp_rec',),
@@ -562,7 +562,7 @@ class FixedNoiseMultiplierTest(tf.test.TestCase):
 class CheckpointEncodingTest(tf.test.TestCase):
 
   def test_exact_round_trip(self):
-    from experiments import checkpoints  # pylint: disable=g-import-not-at-top
+    from experiments.runner import checkpoints  # pylint: disable=g-import-not-at-top
     value = dict(
         rng=np.random.default_rng(5).bit_generator.state,
         arrays=[np.float32([1.5, np.nan, -0.0]), np.int64([[2**62, -3]])],
@@ -583,7 +583,7 @@ class CheckpointEncodingTest(tf.test.TestCase):
 class PrivacyLedgerTest(tf.test.TestCase):
 
   def _ledger(self, printed=None):
-    from experiments import ledger  # pylint: disable=g-import-not-at-top
+    from experiments.runner import ledger  # pylint: disable=g-import-not-at-top
     run_dir = self.create_tempdir().full_path
     kwargs = {} if printed is None else dict(print_fn=printed.append)
     return ledger, run_dir, ledger.PrivacyLedger(run_dir, 'f', **kwargs)

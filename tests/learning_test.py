@@ -9,7 +9,6 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_dprec import accounting
-from tff_dprec import aggregators
 from tff_dprec import history
 from tff_dprec import learning
 from tff_dprec.aggregators import dp_rec
@@ -61,13 +60,6 @@ class AggregatorTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(aggregator.sum_factory.bits, 5)
     self.assertEqual(aggregator.sum_factory.grouping, 2)
     self.assertAlmostEqual(aggregator.sum_factory.clip_ratio, 3.0)
-
-  def test_old_import_paths(self):
-    self.assertIsInstance(dp_rec.dp_rec_aggregator(0.1, 1.0),
-                          learning.DPRecMeanFactory)
-    self.assertIsInstance(aggregators.dp_rec_aggregator(0.1, 1.0),
-                          learning.DPRecMeanFactory)
-    self.assertTrue(callable(dp_rec.no_client_metrics(None)))
 
   def test_rejects_a_sum_that_is_not_dp_rec(self):
     with self.assertRaisesRegex(TypeError, 'sum_factory'):

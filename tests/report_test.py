@@ -1,4 +1,4 @@
-"""Tests for experiments.report (tables, curves.csv and plots; no TFF)."""
+"""Tests for experiments.runner.report (tables, curves.csv and plots; no TFF)."""
 
 import csv
 import math
@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from experiments import report
+from experiments.runner import report
 
 _CONTEXT = dict(initial_metric=0.01, frequent_tags=0.25, split='test',
                 wall_seconds=12.0)

@@ -1,4 +1,4 @@
-"""Tests for experiments.reproduce (the paper's Table 1 side by side)."""
+"""Tests for experiments.studies.reproduce (the paper's Table 1 side by side)."""
 
 import json
 import math
@@ -9,20 +9,23 @@ from absl.testing import parameterized
 import numpy as np
 import tensorflow as tf
 
-from experiments import reproduce
-from experiments import reproduce_training
+from experiments.studies import communication
+from experiments.studies import paper
+from experiments.studies import paper_models
+from experiments.studies import reproduce
+from experiments.studies import utility
 
 _TABLE1_TASKS = {'MNIST': 'mnist', 'FEMNIST': 'femnist',
                  'Shakespeare': 'shakespeare', 'SO LR': 'stackoverflow_lr'}
-_TABLE1_METHODS = {r'\dpfedavg{}': reproduce.DP_FEDAVG,
-                   r'\ddg{16}': reproduce.DDG16, r'\ddg{12}': reproduce.DDG12,
-                   r'\ourmethod{}': reproduce.DP_REC}
+_TABLE1_METHODS = {r'\dpfedavg{}': paper.DP_FEDAVG,
+                   r'\ddg{16}': paper.DDG16, r'\ddg{12}': paper.DDG12,
+                   r'\ourmethod{}': paper.DP_REC}
 _KEYS = {'task', 'method', 'epsilon', 'quantity', 'unit', 'paper', 'ours',
          'basis', 'note'}
 
 
 def _tex_lines():
-  with open(reproduce.PAPER_TEX) as f:
+  with open(paper.PAPER_TEX) as f:
     return f.read().split('\n')
 
 
@@ -69,12 +72,12 @@ class PaperNumbersTest(tf.test.TestCase):
 
   def setUp(self):
     super().setUp()
-    if not os.path.exists(reproduce.PAPER_TEX):
-      self.skipTest(f'{reproduce.PAPER_TEX} is absent.')
+    if not os.path.exists(paper.PAPER_TEX):
+      self.skipTest(f'{paper.PAPER_TEX} is absent.')
     self.lines = _tex_lines()
 
   def test_every_paper_number_is_printed_on_its_line(self):
-    for entry in reproduce.PAPER:
+    for entry in paper.PAPER:
       with self.subTest(entry=entry):
         self.assertIn(entry.tex, self.lines[entry.line - 1])
         self.assertEqual(_last_number(entry.tex), entry.value)
@@ -83,46 +86,46 @@ class PaperNumbersTest(tf.test.TestCase):
     parsed = _parse_table1(self.lines)
     self.assertLen(parsed, 32)
     ours = {(e.task, e.method, e.epsilon, e.quantity, e.line): e.value
-            for e in reproduce.PAPER if reproduce.in_table1(e)}
+            for e in paper.PAPER if paper.in_table1(e)}
     self.assertEqual(ours, parsed)
 
   def test_lookups_are_unambiguous(self):
     keys = [(e.task, e.method, e.epsilon, e.quantity)
-            for e in reproduce.PAPER]
+            for e in paper.PAPER]
     self.assertEqual(len(keys), len(set(keys)))
 
 
 def _closed_dp_fedavg(task):
-  fed = reproduce._federation(task, reproduce.DP_FEDAVG)
-  d = reproduce.model_stats(task).num_params
+  fed = communication.federation(task, paper.DP_FEDAVG)
+  d = paper_models.model_stats(task).num_params
   return 2 * fed['rounds'] * fed['clients_per_round'] * d * 32
 
 
 class CommunicationTest(parameterized.TestCase):
 
-  @parameterized.parameters(*reproduce.TASKS)
+  @parameterized.parameters(*paper.TASKS)
   def test_dp_fedavg_at_paper_scale_equals_closed_form(self, task):
-    fed = reproduce._federation(task, reproduce.DP_FEDAVG)
-    traffic = reproduce.dp_fedavg_traffic(
+    fed = communication.federation(task, paper.DP_FEDAVG)
+    traffic = communication.dp_fedavg_traffic(
         rounds=fed['rounds'], clients_per_round=fed['clients_per_round'],
-        num_params=reproduce.model_stats(task).num_params)
+        num_params=paper_models.model_stats(task).num_params)
     self.assertEqual(traffic.total_bits, _closed_dp_fedavg(task))
-    cell = next(c for c in reproduce._baseline_comm_cells(task)
-                if c.method == reproduce.DP_FEDAVG)
+    cell = next(c for c in communication._baseline_comm_cells(task)
+                if c.method == paper.DP_FEDAVG)
     self.assertEqual(cell.ours, _closed_dp_fedavg(task) / 8 / 2**30)
 
   @parameterized.product(task=('femnist', 'stackoverflow_lr'),
                          bits=(16, 12))
   def test_ddgauss_at_paper_scale_equals_closed_form(self, task, bits):
-    fed = reproduce._federation(task, reproduce.DP_FEDAVG)
+    fed = communication.federation(task, paper.DP_FEDAVG)
     t_b = fed['rounds'] * fed['clients_per_round']
-    d = reproduce.model_stats(task).num_params
+    d = paper_models.model_stats(task).num_params
     closed = {
         'paper convention': t_b * (32 + bits) * d,
         "'dft'": t_b * (32 * d + bits * 2 * math.ceil(d / 2)),
         "'hd'": t_b * (32 * d + bits * 2**math.ceil(math.log2(d))),
     }
-    cells = [c for c in reproduce._baseline_comm_cells(task)
+    cells = [c for c in communication._baseline_comm_cells(task)
              if c.method == f'DDG{bits}']
     self.assertLen(cells, 3)
     for cell in cells:
@@ -166,40 +169,40 @@ class DpRecSimulationTest(parameterized.TestCase):
 
   def _draws(self):
     # 7 clients, 4 draws a round: repeats within rounds, long absences.
-    return reproduce.sample_draws(population=7, clients_per_round=4,
+    return communication.sample_draws(population=7, clients_per_round=4,
                                   rounds=60, seed=5)
 
   def test_history_server_equals_brute_force(self):
     draws = self._draws()
-    protocol = reproduce.library_protocol(message_bits=85, index_bits=21)
+    protocol = communication.library_protocol(message_bits=85, index_bits=21)
     # About three rounds of history: both kinds of downlink occur.
     full = 3 * (protocol.header_bits + 4 * protocol.message_bits)
-    traffic = reproduce.history_server_traffic(
+    traffic = communication.history_server_traffic(
         draws, message_bits=protocol.message_bits, full_bits=full)
     self.assertGreater(traffic.history_downlinks, 20)
     self.assertGreater(traffic.full_downlinks, 20)
     self.assertEqual(traffic.total_bits, _brute_force(draws, protocol, full))
-    self.assertEqual(reproduce.size_only_traffic(draws, protocol, full),
+    self.assertEqual(communication.size_only_traffic(draws, protocol, full),
                      traffic)
 
-  @parameterized.parameters(*reproduce.protocol_variants(85, 21))
+  @parameterized.parameters(*communication.protocol_variants(85, 21))
   def test_size_only_variants_equal_brute_force(self, name):
     draws = self._draws()
-    protocol = reproduce.protocol_variants(85, 21)[name]
+    protocol = communication.protocol_variants(85, 21)[name]
     for full in (900, 10**9):  # With and without full-state downlinks.
-      traffic = reproduce.size_only_traffic(draws, protocol, full)
+      traffic = communication.size_only_traffic(draws, protocol, full)
       self.assertEqual(traffic.total_bits,
                        _brute_force(draws, protocol, full))
 
   def test_full_scale_run_agrees_with_history_server(self):
     # simulate_dp_rec raises if the size-only count differs.
-    run = reproduce.simulate_dp_rec('shakespeare', seeds=1)
+    run = communication.simulate_dp_rec('shakespeare', seeds=1)
     self.assertEqual(run.library.gib, run.protocol_gib['library'][0])
     self.assertEqual(run.library.history_downlinks +
                      run.library.full_downlinks,
-                     sum(len(set(r)) for r in reproduce.sample_draws(
-                         seed=0, **reproduce._federation(
-                             'shakespeare', reproduce.DP_REC))))
+                     sum(len(set(r)) for r in communication.sample_draws(
+                         seed=0, **communication.federation(
+                             'shakespeare', paper.DP_REC))))
 
 
 class QuickEndToEndTest(tf.test.TestCase):
@@ -219,23 +222,23 @@ class QuickEndToEndTest(tf.test.TestCase):
     self.assertNotEmpty(self.cells)
     for cell in self.cells:
       self.assertEqual(set(cell), _KEYS)
-      self.assertIn(cell['quantity'], reproduce.QUANTITIES)
-      self.assertEqual(cell['unit'], reproduce.UNITS[cell['quantity']])
+      self.assertIn(cell['quantity'], paper.QUANTITIES)
+      self.assertEqual(cell['unit'], paper.UNITS[cell['quantity']])
       self.assertIsInstance(cell['note'], str)
     quantities = {c['quantity'] for c in self.cells}
     self.assertEqual(quantities, {'epsilon', 'total_comm', 'metric'})
     comm = {(c['task'], c['method']) for c in self.cells
             if c['quantity'] == 'total_comm'}
-    for task in reproduce.TASKS:
-      self.assertIn((task, reproduce.DP_REC), comm)
-      self.assertIn((task, reproduce.DP_FEDAVG), comm)
+    for task in paper.TASKS:
+      self.assertIn((task, paper.DP_REC), comm)
+      self.assertIn((task, paper.DP_FEDAVG), comm)
 
   def test_every_paper_number_in_the_output_is_the_papers(self):
-    lines = (_tex_lines() if os.path.exists(reproduce.PAPER_TEX) else None)
+    lines = (_tex_lines() if os.path.exists(paper.PAPER_TEX) else None)
     with_paper = [c for c in self.cells if c['paper'] is not None]
     self.assertNotEmpty(with_paper)
     for cell in with_paper:
-      entry = reproduce.paper_number(cell['task'], cell['method'],
+      entry = paper.paper_number(cell['task'], cell['method'],
                                      cell['epsilon'], cell['quantity'])
       self.assertEqual(cell['paper'], entry.value)
       if lines is not None:
@@ -244,7 +247,7 @@ class QuickEndToEndTest(tf.test.TestCase):
 
   def test_markdown_shows_table1(self):
     self.assertIn('## Table 1, side by side', self.markdown)
-    for entry in filter(reproduce.in_table1, reproduce.PAPER):
+    for entry in filter(paper.in_table1, paper.PAPER):
       self.assertRegex(
           self.markdown,
           rf'\| {entry.task} \| {entry.method} \| [^|]+ \| '
@@ -262,12 +265,12 @@ class QuickEndToEndTest(tf.test.TestCase):
                if c['quantity'] == 'metric' and
                not c['basis'].startswith('ablation')]
     self.assertEqual({c['method'] for c in utility},
-                     {reproduce.DP_REC, reproduce.DP_FEDAVG})
+                     {paper.DP_REC, paper.DP_FEDAVG})
     for cell in utility:
       self.assertBetween(cell['ours'], 0.0, 100.0)
       self.assertStartsWith(cell['note'], 'TOY RUN (--quick)')
       # The paper's number for SO-LR at epsilon 1, looked up.
-      self.assertEqual(cell['paper'], reproduce.paper_value(
+      self.assertEqual(cell['paper'], paper.paper_value(
           'stackoverflow_lr', 'metric', cell['method'], 1))
 
   def test_bit_width_ablation_keeps_c_and_accounts_each_width(self):
@@ -277,7 +280,7 @@ class QuickEndToEndTest(tf.test.TestCase):
     c = ablations['clip_ratio']
     runs = ablations['bits_runs']
     self.assertEqual(set(runs), {str(b) for b in
-                                 reproduce_training.QUICK_BITS})
+                                 utility.QUICK_BITS})
     for bits, seeds in runs.items():
       epsilon = accounting.dp_rec_epsilon(
           clip_ratio=c, bits=int(bits), **ablations['accounting_setting'])
@@ -310,7 +313,7 @@ class QuickEndToEndTest(tf.test.TestCase):
                          entry['local_epsilon'])
     self.assertGreater(accounting.dp_fedavg_epsilon(
         noise_multiplier=z - 1e-5, **one_release), entry['local_epsilon'])
-    for run in entry['runs'][reproduce_training.DP_FEDAVG_SUM_NOISE]:
+    for run in entry['runs'][utility.DP_FEDAVG_SUM_NOISE]:
       self.assertEqual(run['params']['noise_multiplier'], z)
       self.assertAllClose(run['epsilon'], entry['fedavg_central_epsilon'])
     # Per-client noise N(0, (z C)^2) sums to sqrt(B) z C over B clients.
@@ -318,14 +321,14 @@ class QuickEndToEndTest(tf.test.TestCase):
     clients = setting['clients_per_round']
     self.assertAllClose(entry['client_noise_multiplier'],
                         z * math.sqrt(clients), rtol=1e-12)
-    for run in entry['runs'][reproduce_training.DP_FEDAVG_CLIENT_NOISE]:
+    for run in entry['runs'][utility.DP_FEDAVG_CLIENT_NOISE]:
       self.assertEqual(run['params']['noise_multiplier'],
                        entry['client_noise_multiplier'])
       self.assertAllClose(run['epsilon'],
                           entry['client_noise_central_epsilon'])
       self.assertLess(run['epsilon'], entry['fedavg_central_epsilon'])
     # DP-REC's local epsilon is the accountant's, for its own c.
-    for run in entry['runs'][reproduce.DP_REC]:
+    for run in entry['runs'][paper.DP_REC]:
       self.assertLessEqual(run['epsilon'], entry['epsilon'])
       params = run['params']
       self.assertEqual(entry['local_epsilon'], accounting.dp_rec_local_epsilon(
@@ -336,7 +339,7 @@ class QuickEndToEndTest(tf.test.TestCase):
     # A regression check of the finding in REPRODUCTION.md: the paper's
     # DP-REC totals are those of 32-bit seeds (within 3%, one seed).
     for cell in self.cells:
-      if cell['method'] == reproduce.DP_REC and cell['basis'].endswith(
+      if cell['method'] == paper.DP_REC and cell['basis'].endswith(
           '(paper-like)') and cell['task'] != 'shakespeare':
         self.assertAllClose(cell['ours'], cell['paper'], rtol=0.03)
 
@@ -346,11 +349,11 @@ class ConfigTest(parameterized.TestCase):
   @parameterized.parameters((('privacy', 'bogus'),), ((),))
   def test_bad_parts(self, parts):
     with self.assertRaisesRegex(ValueError, 'part must be'):
-      reproduce.ReproduceConfig(output_dir='x', parts=parts)
+      paper.ReproduceConfig(output_dir='x', parts=parts)
 
   def test_bad_seeds(self):
     with self.assertRaisesRegex(ValueError, 'sampling_seeds'):
-      reproduce.ReproduceConfig(output_dir='x', sampling_seeds=0)
+      paper.ReproduceConfig(output_dir='x', sampling_seeds=0)
 
 
 class CommittedOutputTest(tf.test.TestCase):
@@ -370,12 +373,12 @@ class CommittedOutputTest(tf.test.TestCase):
     with_paper = [c for c in self.cells if c['paper'] is not None]
     self.assertNotEmpty(with_paper)
     for cell in with_paper:
-      entry = reproduce.paper_number(cell['task'], cell['method'],
+      entry = paper.paper_number(cell['task'], cell['method'],
                                      cell['epsilon'], cell['quantity'])
       self.assertEqual(cell['paper'], entry.value, msg=str(cell))
 
   def test_every_table1_number_is_shown(self):
-    for entry in filter(reproduce.in_table1, reproduce.PAPER):
+    for entry in filter(paper.in_table1, paper.PAPER):
       self.assertRegex(
           self.markdown,
           rf'\| {entry.task} \| {entry.method} \| [^|]+ \| '

@@ -7,9 +7,9 @@ import tensorflow as tf
 import tensorflow_federated as tff
 from tensorflow_federated.python.simulation.baselines.stackoverflow import tag_prediction_preprocessing
 
-from experiments import stackoverflow_arrays
-from experiments import stackoverflow_data
-from experiments import tasks
+from experiments.data import stackoverflow_arrays
+from experiments.data import stackoverflow_data
+from experiments.data import tasks
 
 _TINY = dict(seed=5, train_clients=30, heldout_clients=6, test_clients=10,
              num_words=300, num_tags=30, num_topics=6, mean_examples=12.0,

@@ -5,8 +5,8 @@ import os
 
 import tensorflow as tf
 
-from experiments import epsilon_sweep
-from experiments import tune
+from experiments.studies import epsilon_sweep
+from experiments.studies import tune
 
 
 class TuneGridTest(tf.test.TestCase):

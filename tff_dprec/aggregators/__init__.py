@@ -1,4 +1,3 @@
 """DP-REC aggregation factories for TFF."""
 
-from tff_dprec.aggregators.dp_rec import dp_rec_aggregator
 from tff_dprec.aggregators.dp_rec import DPRecSumFactory

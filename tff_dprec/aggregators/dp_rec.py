@@ -311,20 +311,6 @@ class DPRecSumFactory(tff.aggregators.UnweightedAggregationFactory):
     return tff.templates.AggregationProcess(init_fn, next_fn)
 
 
-def dp_rec_aggregator(*args, **kwargs):
-  """`tff_dprec.learning.dp_rec_aggregator` (kept here for old imports)."""
-  # Imported here: `learning` imports this module.
-  from tff_dprec import learning  # pylint: disable=g-import-not-at-top
-  return learning.dp_rec_aggregator(*args, **kwargs)
-
-
-def no_client_metrics(metric_finalizers, local_unfinalized_metrics_type=None):
-  """`tff_dprec.learning.no_client_metrics` (kept here for old imports)."""
-  from tff_dprec import learning  # pylint: disable=g-import-not-at-top
-  return learning.no_client_metrics(metric_finalizers,
-                                    local_unfinalized_metrics_type)
-
-
 def decode_message(seed_word, indices, *, value_type, noise_stddev: float,
                    bits: int, grouping: rec.Grouping = rec.GROUPING_TENSOR):
   """Decodes one client message outside TFF (history replay, audits).

@@ -30,7 +30,7 @@ import sqlite3
 import numpy as np
 import tensorflow as tf
 
-from experiments import stackoverflow_data
+from experiments.data import stackoverflow_data
 
 CACHE_NAME = 'stackoverflow_arrays.npz'
 SPLITS = ('train', 'heldout', 'test')

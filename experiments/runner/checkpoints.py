@@ -8,7 +8,7 @@ Each aggregator's run keeps, under `<output_dir>/<task>/<aggregator>/`:
   downlink) as JSON, with a SHA-256 over both and a fingerprint of the run's
   configuration. A version that fails to load or to verify is reported,
   renamed to `*.corrupt`, and the previous one is used.
-* `privacy_ledger.json` (`experiments.ledger`): written before each round
+* `privacy_ledger.json` (`experiments.runner.ledger`): written before each round
   runs; checkpoints carry a copy of its total.
 * `record.json`: the finished run's record, so a resumed multi-aggregator run
   skips the aggregators already done.
@@ -31,7 +31,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from experiments import ledger
+from experiments.runner import ledger
 
 _PREFIX = 'round_'
 

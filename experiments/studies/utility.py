@@ -1,6 +1,6 @@
 """The training parts of the reproduction: utility and the two ablations.
 
-`experiments.reproduce` calls these for `--part=utility` and
+`experiments.studies.reproduce` calls these for `--part=utility` and
 `--part=ablations`. They train with `experiments.training.run` on the data
 available here, NOT the paper's datasets, and with the experiments' task
 defaults as the budget of each run (`experiments.tasks`: digits 60 rounds of
@@ -36,15 +36,15 @@ import math
 import os
 from typing import Callable, Optional, Sequence
 
-from experiments import report
-from experiments import reproduce as rp
+from experiments.runner import report
+from experiments.studies import paper
 
 # Paper task -> the experiments' task on the paper's data.
 REAL_TASKS = (('mnist', 'mnist'), ('femnist', 'emnist'),
               ('shakespeare', 'shakespeare'))
 # Always available: (paper task, experiments' task).
 STAND_INS = (('stackoverflow_lr', 'stackoverflow_lr'), ('mnist', 'digits'))
-UTILITY_METHODS = (rp.DP_REC, rp.DP_FEDAVG, rp.DDG16, rp.DDG12)
+UTILITY_METHODS = (paper.DP_REC, paper.DP_FEDAVG, paper.DDG16, paper.DDG12)
 ABLATION_TASK = 'stackoverflow_lr'
 # The paper's Figure 2: epsilon 3, 7 bits.
 REFERENCE_EPSILON = 3.0
@@ -130,7 +130,7 @@ def _note(records, quick, extra='') -> str:
 def _epsilons(config, paper_task) -> list:
   if config.quick:
     return [1.0]
-  return sorted({e.epsilon for e in rp.PAPER
+  return sorted({e.epsilon for e in paper.PAPER
                  if e.task == paper_task and e.quantity == 'metric' and
                  e.epsilon is not None})
 
@@ -140,7 +140,7 @@ def utility_cells(config, log: Callable[[str], None]) -> list:
   from experiments import tasks  # pylint: disable=g-import-not-at-top
   settings = ((('stackoverflow_lr', 'stackoverflow_lr'),) if config.quick
               else REAL_TASKS + STAND_INS)
-  methods = (rp.DP_REC, rp.DP_FEDAVG) if config.quick else UTILITY_METHODS
+  methods = (paper.DP_REC, paper.DP_FEDAVG) if config.quick else UTILITY_METHODS
   cells = []
   for paper_task, task in settings:
     stand_in = task == 'digits'
@@ -148,10 +148,10 @@ def utility_cells(config, log: Callable[[str], None]) -> list:
     for k, epsilon in enumerate(epsilons):
       try:
         runs = _train(config, task, f'utility/{task}/eps{epsilon:g}',
-                      [rp.AGGREGATORS[m] for m in methods],
+                      [paper.AGGREGATORS[m] for m in methods],
                       target_epsilon=epsilon)
       except tasks.MissingDataError as e:
-        cells.extend(rp.paper_cell(paper_task, method, missing, 'metric',
+        cells.extend(paper.paper_cell(paper_task, method, missing, 'metric',
                                    None, f'{task}: not run', f'no data: {e}')
                      for missing in epsilons[k:] for method in methods)
         log(f'utility {task}: no data')
@@ -161,12 +161,12 @@ def utility_cells(config, log: Callable[[str], None]) -> list:
                (f' (stand-in for {paper_task})' if stand_in else '') +
                f', {runs.setting}')
       for method in methods:
-        records = runs.of(rp.AGGREGATORS[method])
-        cells.append(rp.paper_cell(
+        records = runs.of(paper.AGGREGATORS[method])
+        cells.append(paper.paper_cell(
             paper_task, method, epsilon, 'metric', _metric(records)[0],
             basis, _note(records, config.quick, runs.references() + '.')))
       log(f'utility {task} epsilon={epsilon:g}: ' + ', '.join(
-          f'{m} {_metric(runs.of(rp.AGGREGATORS[m]))[0]:.2f}'
+          f'{m} {_metric(runs.of(paper.AGGREGATORS[m]))[0]:.2f}'
           for m in methods))
   return cells
 
@@ -233,8 +233,8 @@ def ablation_cells(config, log: Callable[[str], None]) -> tuple:
                         result.bits_epsilon[bits]))
     records = runs.of('dp_rec')
     result.bits_metric[bits] = records
-    cells.append(rp.Cell(
-        ABLATION_TASK, rp.DP_REC, records[0]['epsilon'], 'metric', None,
+    cells.append(paper.Cell(
+        ABLATION_TASK, paper.DP_REC, records[0]['epsilon'], 'metric', None,
         _metric(records)[0],
         f'ablation: bit width, {bits} bit{"s" if bits > 1 else ""} per '
         f'group, c = {c:.4g} fixed '
@@ -301,7 +301,7 @@ def _local_dp(config, epsilon, result, log) -> list:
                    DP_FEDAVG_CLIENT_NOISE][1],
                fedavg_central_noise=central.of('dp_fedavg')[0]['params'][
                    'noise_multiplier'],
-               records={rp.DP_REC: rec, rp.DP_FEDAVG: central.of('dp_fedavg'),
+               records={paper.DP_REC: rec, paper.DP_FEDAVG: central.of('dp_fedavg'),
                         **{m: v[2] for m, v in variants.items()}})
   result.local.append(entry)
   basis = (f'ablation: local DP at central epsilon {epsilon:g}; '
@@ -311,8 +311,8 @@ def _local_dp(config, epsilon, result, log) -> list:
              f'{fedavg_local_epsilon:.4g} <= {local:.4g}')
   cells = []
   for method, note in (
-      (rp.DP_REC, f'local epsilon per participation {local:.4g}.'),
-      (rp.DP_FEDAVG, 'z calibrated to the central epsilon: '
+      (paper.DP_REC, f'local epsilon per participation {local:.4g}.'),
+      (paper.DP_FEDAVG, 'z calibrated to the central epsilon: '
                      f"{entry['fedavg_central_noise']:.4g}."),
       (DP_FEDAVG_SUM_NOISE,
        f'{matched}, noise z C on the sum (holds against a server that sees '
@@ -323,7 +323,7 @@ def _local_dp(config, epsilon, result, log) -> list:
        f'{client_z:.4g}); its central epsilon is '
        f"{entry['client_noise_central_epsilon']:.4g}.")):
     records = entry['records'][method]
-    cells.append(rp.Cell(ABLATION_TASK, method, records[0]['epsilon'],
+    cells.append(paper.Cell(ABLATION_TASK, method, records[0]['epsilon'],
                          'metric', None, _metric(records)[0], basis,
                          _note(records, config.quick, f'{note} {references}')))
   log(f'ablation local DP epsilon={epsilon:g}: local {local:.3g}, z={z:.3g}, '

@@ -23,18 +23,18 @@ import numpy as np
 import tensorflow_federated as tff
 
 from tff_dprec import history as tff_history
-from tff_dprec.aggregators import dp_rec
+from tff_dprec import learning
 
-from experiments import checkpoints
-from experiments import config as config_lib
-from experiments import distributed
-from experiments import downlink as downlink_lib
-from experiments import ledger as ledger_lib
-from experiments import plans
-from experiments import records
-from experiments import report
-from experiments import worker_reaper
-from experiments import tasks as tasks_lib
+from experiments.runner import checkpoints
+from experiments.runner import config as config_lib
+from experiments.infra import distributed
+from experiments.infra import downlink as downlink_lib
+from experiments.runner import ledger as ledger_lib
+from experiments.runner import plans
+from experiments.runner import records
+from experiments.runner import report
+from experiments.infra import worker_reaper
+from experiments.data import tasks as tasks_lib
 
 DOWNLINKS = config_lib.DOWNLINKS
 # Tests only: "<aggregator>:<round>:<started|trained|saved>" makes the run
@@ -97,7 +97,7 @@ def build_process(task: tasks_lib.Task, aggregator_plan, client_lr: float,
   # clients outside the DP mechanism.
   metrics = {}
   if aggregator_plan.private:
-    metrics['metrics_aggregator'] = dp_rec.no_client_metrics
+    metrics['metrics_aggregator'] = learning.no_client_metrics
   return tff.learning.algorithms.build_unweighted_fed_avg(
       task.baseline.model_fn,
       client_optimizer_fn=tff.learning.optimizers.build_sgdm(client_lr),
@@ -115,9 +115,9 @@ def run(config: config_lib.RunConfig, print_fn=print,
         context_out: Optional[dict] = None) -> list:
   """Trains `config.task` once per aggregator; writes and returns records.
 
-  Every round is checkpointed under `output_dir` (`experiments.checkpoints`);
+  Every round is checkpointed under `output_dir` (`experiments.runner.checkpoints`);
   with `resume` a run continues from the newest valid checkpoint, counting
-  rounds lost in a crash as spent privacy (`experiments.ledger`).
+  rounds lost in a crash as spent privacy (`experiments.runner.ledger`).
   `workers` > 0 runs the rounds on TFF C++ workers on loopback.
   `context_out`, when given, receives the reference rows (initial model,
   frequent tags) and the wall time.

@@ -14,9 +14,9 @@ import tensorflow_federated as tff
 # imported from its module, here only.
 from tensorflow_federated.python.simulation.baselines.stackoverflow import tag_prediction_tasks
 
-from experiments import config as config_lib
-from experiments import stackoverflow_arrays
-from experiments import stackoverflow_data
+from experiments.runner import config as config_lib
+from experiments.data import stackoverflow_arrays
+from experiments.data import stackoverflow_data
 
 TASKS = config_lib.TASKS
 
@@ -442,7 +442,7 @@ def _digits(data_dir, batch, seed):
   x = (digits.images.astype(np.float32) / 16.0)[..., None]
   y = digits.target.astype(np.int32)
   order = np.random.default_rng(1234).permutation(len(y))
-  # 360 test examples, 180 validation examples (for `experiments.tune`), the
+  # 360 test examples, 180 validation examples (for `experiments.studies.tune`), the
   # other 1257 dealt to the clients.
   test, validation, train = order[:360], order[360:540], order[540:]
   baseline = _dirichlet_image_task(x[train], y[train], x[test], y[test], 100,

@@ -9,7 +9,7 @@ import dataclasses
 import math
 from typing import Any, Optional
 
-from experiments import plans
+from experiments.runner import plans
 from tff_dprec.accounting import calibration
 
 TASKS = ('stackoverflow_lr', 'emnist', 'shakespeare', 'mnist', 'digits')
@@ -50,7 +50,7 @@ class RunConfig:
   server_optimizer: Optional[str] = None  # 'adam' or 'sgdm' (task default).
   server_momentum: Optional[float] = None  # sgdm only (task default).
   # Where every evaluation runs: 'test', or 'validation' (held-out clients)
-  # for tuning (`experiments.tune`).
+  # for tuning (`experiments.studies.tune`).
   eval_split: str = 'test'
   progress: bool = True
   downlink: str = 'auto'

@@ -22,7 +22,7 @@ import grpc
 import portpicker
 import tensorflow_federated as tff
 
-from experiments import worker_reaper
+from experiments.infra import worker_reaper
 
 _GRPC_OPTIONS = [('grpc.max_send_message_length', -1),
                  ('grpc.max_receive_message_length', -1)]

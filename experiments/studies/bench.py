@@ -1,0 +1,225 @@
+"""Benchmarks: `python -m experiments.bench codec|history`.
+
+history: for a logistic-regression model of the SO-LR embedded size (1000
+words x 50 tags) with Adam on the server, prints the client's replay time per
+round of B messages next to the server's decode of the same round, the server's
+downlink decision and payload time for a long-absent client, the size of a
+history against the full state, and the time to checkpoint the run's state.
+
+codec:
+For d in {1e4, 1e6} and bits in {4, 7, 10}, prints the encoder's throughput in
+candidate elements per second next to the raw Philox normal generator's
+throughput for the same K x d in the same blocks (generation plus a sum, the
+least work that keeps the generator from being optimised away), the decode
+time next to the time to generate one candidate, and the encoder's peak extra
+memory (each configuration runs in a fresh subprocess: growth of the peak
+RSS over the first encode, and the process's peak RSS).
+"""
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+
+
+def _best_time(fn, repeats):
+  best = float('inf')
+  for _ in range(repeats):
+    t0 = time.perf_counter()
+    fn()
+    best = min(best, time.perf_counter() - t0)
+  return best
+
+
+def codec_one(dim: int, bits: int, repeats: int) -> dict:
+  """Measures one configuration in this process."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from tff_dprec import rec  # pylint: disable=g-import-not-at-top
+
+  k = 2**bits
+  pdim = rec.padded_dim(dim)
+  block = rec._block_size(k, pdim, rec.DEFAULT_CHUNK_ELEMENTS)  # pylint: disable=protected-access
+  num_blocks = k // block
+  seed = tf.constant([1, 2], tf.int64)
+  value = tf.constant(np.random.default_rng(0).normal(size=dim) * 1e-3,
+                      tf.float32)
+
+  @tf.function
+  def encode(value, seed):
+    return rec.encode(value, prior_stddev=0.1, bits=bits, seed=seed)
+
+  @tf.function
+  def raw(seed):
+    def body(i, acc):
+      z = tf.random.stateless_normal([block, pdim], seed=seed + i,
+                                     alg='philox')
+      return i + 1, acc + tf.reduce_sum(z)
+    return tf.while_loop(lambda i, _: i < num_blocks, body,
+                         (tf.constant(0, tf.int64), tf.constant(0.0)))[1]
+
+  @tf.function
+  def decode(index, seed):
+    return rec.decode(index, prior_stddev=0.1, bits=bits, dim=dim, seed=seed)
+
+  @tf.function
+  def one_candidate(seed):
+    return tf.random.stateless_normal([pdim], seed=seed, alg='philox')
+
+  # Memory: peak RSS growth over the first encode (tracing included), before
+  # anything else allocates candidate blocks.
+  tf.constant(0.0).numpy()
+  base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+  encode(value, seed).numpy()
+  peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+  raw(seed).numpy()
+  decode(tf.constant(3), seed).numpy()
+  one_candidate(seed).numpy()
+  encode_s = _best_time(lambda: encode(value, seed).numpy(), repeats)
+  raw_s = _best_time(lambda: raw(seed).numpy(), repeats)
+  decode_s = _best_time(lambda: decode(tf.constant(k - 1), seed).numpy(),
+                        repeats * 5)
+  candidate_s = _best_time(lambda: one_candidate(seed).numpy(), repeats * 5)
+  elements = k * dim
+  return dict(
+      dim=dim, bits=bits, block_candidates=block,
+      encode_s=encode_s, encode_elems_per_s=elements / encode_s,
+      raw_s=raw_s, raw_elems_per_s=elements / raw_s,
+      encode_vs_raw=raw_s / encode_s,
+      decode_ms=decode_s * 1e3, one_candidate_ms=candidate_s * 1e3,
+      decode_vs_candidate=decode_s / candidate_s,
+      peak_extra_mib=max(0, peak_rss - base_rss) / 1024.0,
+      peak_rss_mib=peak_rss / 1024.0)
+
+
+def codec(dims, bits_list, repeats):
+  rows = []
+  print(f"{'d':>9} {'bits':>4} {'encode s':>9} {'enc elem/s':>11} "
+        f"{'raw elem/s':>11} {'enc/raw':>7} {'decode ms':>9} "
+        f"{'1 cand ms':>9} {'dec/cand':>8} {'+MiB enc':>8} {'RSS MiB':>8}")
+  for dim in dims:
+    for bits in bits_list:
+      out = subprocess.run(
+          [sys.executable, '-m', 'experiments.studies.bench', 'codec_one',
+           f'--dim={dim}', f'--bits={bits}', f'--repeats={repeats}'],
+          check=True, capture_output=True, text=True)
+      row = json.loads(out.stdout.strip().splitlines()[-1])
+      rows.append(row)
+      print(f"{dim:>9} {bits:>4} {row['encode_s']:>9.4f} "
+            f"{row['encode_elems_per_s']:>11.3e} "
+            f"{row['raw_elems_per_s']:>11.3e} {row['encode_vs_raw']:>7.2f} "
+            f"{row['decode_ms']:>9.3f} {row['one_candidate_ms']:>9.3f} "
+            f"{row['decode_vs_candidate']:>8.2f} "
+            f"{row['peak_extra_mib']:>8.1f} {row['peak_rss_mib']:>8.0f}",
+            flush=True)
+  return rows
+
+
+def history_bench(words: int, tags: int, clients_per_round: int,
+                  rounds: int, repeats: int) -> dict:
+  """Measures history replay and checkpointing at one model size."""
+  import os  # pylint: disable=g-import-not-at-top
+  import tempfile  # pylint: disable=g-import-not-at-top
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  from experiments.runner import checkpoints  # pylint: disable=g-import-not-at-top
+  from tff_dprec import history  # pylint: disable=g-import-not-at-top
+  from tff_dprec.aggregators import dp_rec  # pylint: disable=g-import-not-at-top
+
+  def model_fn():
+    model = tf.keras.Sequential([
+        tf.keras.layers.InputLayer(input_shape=(words,)),
+        tf.keras.layers.Dense(tags, activation='sigmoid')])
+    return tff.learning.models.from_keras_model(
+        model, loss=tf.keras.losses.BinaryCrossentropy(),
+        input_spec=(tf.TensorSpec([None, words], tf.float32),
+                    tf.TensorSpec([None, tags], tf.float32)))
+
+  weights_type = tff.learning.models.weights_type_from_model(model_fn)
+  factory = dp_rec.DPRecSumFactory(noise_stddev=0.4, l2_clip=0.5, bits=7,
+                                   grouping=10000, record_messages=True)
+  optimizer = tff.learning.optimizers.build_adam(0.01)
+  replay = history.ClientReplay(model_fn=model_fn, factory=factory,
+                                server_optimizer=optimizer)
+  groups = factory.num_groups(weights_type.trainable)
+  rng = np.random.default_rng(0)
+  log = [np.concatenate([
+      rng.integers(-2**63, 2**63 - 1, size=(clients_per_round, 1)),
+      rng.integers(0, 2**7, size=(clients_per_round, groups))], axis=1)
+         for _ in range(rounds)]
+  state = replay.initial_state(1)
+  full_bits = history.structure_bits((state.weights, state.optimizer_state))
+  server = history.HistoryServer(
+      message_bits=factory.message_bits(weights_type.trainable),
+      full_bits=full_bits, initial_seed=1)
+  server.downlink('absent', 0)
+  for t, messages in enumerate(log):
+    server.record_round(t, messages)
+  messages_sum = tf.function(factory.messages_sum_fn(weights_type.trainable))
+  messages_sum(log[0])
+  replay.apply_round(state, log[0])
+  decode_s = _best_time(lambda: messages_sum(log[1]), repeats)
+  replay_s = _best_time(lambda: replay.apply_round(state, log[1]), repeats)
+
+  def decide():
+    fresh = history.HistoryServer.from_state(server.get_state())
+    downlink = fresh.downlink('absent', rounds)
+    return downlink, fresh.messages(downlink)
+
+  decide_s = _best_time(decide, repeats)
+  downlink, _ = decide()
+  with tempfile.TemporaryDirectory() as tmp:
+    checkpointer = checkpoints.RunCheckpointer(
+        tmp, dict(bench=True), print_fn=lambda *a: None)
+    process_like = (state.weights, state.optimizer_state)
+    driver = dict(history=server.get_state(), rng=dict(state=1))
+    versions = iter(range(1, 10**6))
+    save_s = _best_time(
+        lambda: checkpointer.save(next(versions), process_like, driver),
+        repeats)
+    size = sum(os.path.getsize(os.path.join(root, f))
+               for root, _, files in os.walk(tmp) for f in files)
+  params = words * tags + tags
+  return dict(
+      params=params, groups=groups, clients_per_round=clients_per_round,
+      rounds=rounds, server_decode_ms=decode_s * 1e3,
+      client_replay_ms=replay_s * 1e3, replay_vs_decode=replay_s / decode_s,
+      decide_and_payload_ms=decide_s * 1e3, history_kind=downlink.kind,
+      history_bits=downlink.bits, full_bits=full_bits,
+      checkpoint_save_ms=save_s * 1e3, checkpoint_mib=size / 2**20 / repeats)
+
+
+def main(argv=None):
+  parser = argparse.ArgumentParser(prog='python -m experiments.bench')
+  parser.add_argument('what', choices=['codec', 'codec_one', 'history'])
+  parser.add_argument('--words', type=int, default=1000)
+  parser.add_argument('--tags', type=int, default=50)
+  parser.add_argument('--clients_per_round', type=int, default=40)
+  parser.add_argument('--rounds', type=int, default=60)
+  parser.add_argument('--dim', type=int, default=10**4)
+  parser.add_argument('--bits', type=int, default=7)
+  parser.add_argument('--dims', default='10000,1000000')
+  parser.add_argument('--bits_list', default='4,7,10')
+  parser.add_argument('--repeats', type=int, default=3)
+  args = parser.parse_args(argv)
+  if args.what == 'history':
+    from experiments.infra import worker_reaper  # pylint: disable=g-import-not-at-top
+    worker_reaper.install()
+    row = history_bench(args.words, args.tags, args.clients_per_round,
+                        args.rounds, args.repeats)
+    for key, value in row.items():
+      print(f'{key:>24}: {value:.4g}' if isinstance(value, float)
+            else f'{key:>24}: {value}')
+    return
+  if args.what == 'codec_one':
+    print(json.dumps(codec_one(args.dim, args.bits, args.repeats)))
+  else:
+    codec([int(x) for x in args.dims.split(',')],
+          [int(x) for x in args.bits_list.split(',')], args.repeats)
+
+
+if __name__ == '__main__':
+  main()

@@ -1,0 +1,115 @@
+"""Reproduces the DP-REC paper's Table 1 side by side with our numbers.
+
+  python -m experiments.reproduce --output_dir=D \
+      [--part=privacy,communication,utility,ablations] [--quick]
+
+writes D/reproduce.json, a list of cells `{task, method, epsilon, quantity,
+unit, paper, ours, basis, note}` (quantity: epsilon, clip_ratio,
+noise_multiplier, total_comm or metric; `basis` says how `ours` was obtained,
+`paper` is null where the paper prints no number), and D/REPRODUCTION.md: the
+paper's Table 1 with our number beside each paper number and why they differ,
+then the details of each part.
+
+Parts (the default is all four):
+* privacy: for every DP-REC and DP-FedAvg setting of the paper's Appendix C,
+  epsilon at the paper's c (DP-REC) or z (DP-FedAvg) under the paper's
+  accounting (Theorem 1 with total_bits = M b; the classic RDP conversion)
+  and under the library's default (sound, b bits in each of M groups;
+  dp_accounting's conversion), and the c or z calibrated to the paper's
+  epsilon under both. DDGauss: the noise multiplier our accountant calibrates
+  at Kairouz et al.'s settings; their own noise is not published.
+* communication: the paper's N, B, T and the parameter counts of Keras builds
+  of the paper's models. DP-FedAvg and DDGauss are sums over rounds. DP-REC
+  draws B clients with replacement per round and runs every downlink through
+  `tff_dprec.history.HistoryServer` with placeholder message matrices (it
+  counts rows only); the same draws then go through `size_only_traffic`,
+  equal to HistoryServer for the library's protocol, to show each protocol
+  choice as its own column.
+* utility and ablations train (`experiments.studies.utility`), on the
+  data available here (digits for MNIST, the embedded StackOverflow data;
+  the real tasks when their files are in --data_dir) with the experiments'
+  per-run budget, not the paper's rounds.
+
+--quick gives a version for the tests (about 2 minutes): privacy for MNIST
+without calibration, communication at full scale with one sampling seed, and
+toy training runs on tiny embedded data.
+
+Every number attributed to the paper comes from `PAPER`, one entry per
+number with the line of shared/paper/dp-rec.tex it is printed on
+(tests/reproduce_test.py checks each against the .tex).
+"""
+
+import argparse
+import os
+import time
+
+from experiments.studies import communication
+from experiments.studies import paper
+from experiments.studies import privacy_rows
+from experiments.studies import rendering
+from experiments.studies import utility
+
+
+def reproduce(config: paper.ReproduceConfig, log=print) -> list:
+  """Runs the selected parts; writes reproduce.json and REPRODUCTION.md."""
+  os.makedirs(config.output_dir, exist_ok=True)
+  cells, runs, seconds, ablations = [], {}, {}, None
+  for part in paper.PARTS:
+    if part not in config.parts:
+      continue
+    start = time.time()
+    if part == 'privacy':
+      part_cells = privacy_rows.privacy_cells(config, log)
+    elif part == 'communication':
+      part_cells, runs = communication.communication_cells(config, log)
+    elif part == 'utility':
+      part_cells = utility.utility_cells(config, log)
+    else:
+      part_cells, ablations = utility.ablation_cells(config, log)
+      utility.write_json(config.output_dir, ablations)
+      utility.write_plots(config.output_dir, ablations)
+    cells.extend(part_cells)
+    seconds[part] = time.time() - start
+    # What is done so far is written after every part.
+    _write(config, cells, runs, seconds, ablations)
+  return cells
+
+
+def _write(config, cells, runs, seconds, ablations):
+  rendering.write_json(os.path.join(config.output_dir, 'reproduce.json'), cells)
+  path = os.path.join(config.output_dir, 'REPRODUCTION.md')
+  with open(path + '.tmp', 'w') as f:
+    f.write(rendering.render_markdown(config, cells, runs, seconds, ablations))
+  os.replace(path + '.tmp', path)
+
+
+def main(argv=None):
+  parser = argparse.ArgumentParser(prog='python -m experiments.reproduce',
+                                   description=__doc__.splitlines()[0])
+  parser.add_argument('--output_dir', required=True)
+  parser.add_argument('--part', default=','.join(paper.DEFAULT_PARTS),
+                      help=f'comma-separated subset of {",".join(PARTS)}')
+  parser.add_argument('--quick', action='store_true',
+                      help='a version for the tests (about 2 minutes: toy '
+                      'training)')
+  parser.add_argument('--data_dir', default='data_cache',
+                      help='data for --part=utility,ablations')
+  parser.add_argument('--sampling_seeds', type=int, default=3)
+  parser.add_argument('--training_seeds', type=int, default=3)
+  args = parser.parse_args(argv)
+  try:
+    config = paper.ReproduceConfig(
+        output_dir=args.output_dir,
+        parts=tuple(p for p in args.part.split(',') if p), quick=args.quick,
+        data_dir=args.data_dir, sampling_seeds=args.sampling_seeds,
+        training_seeds=args.training_seeds)
+  except ValueError as e:
+    parser.error(str(e))
+  start = time.time()
+  reproduce(config, log=lambda text: print(text, flush=True))
+  print(f'Wrote {config.output_dir}/reproduce.json and REPRODUCTION.md in '
+        f'{time.time() - start:.1f} s.')
+
+
+if __name__ == '__main__':
+  main()

@@ -1,0 +1,181 @@
+r"""Grid search of an aggregator's free parameters on the validation split.
+
+  python -m experiments.tune --task=stackoverflow_lr --aggregator=dp_fedavg \
+      --grid='server_optimizer=sgdm server_lr=0.3,1,3 | server_optimizer=adam
+              server_lr=0.01,0.03' --rounds=20 --clients_per_round=50
+
+A grid is one or more '|'-separated blocks; each block is the product of its
+`name=v1,v2,...` settings (any `RunConfig` field: server_lr, server_optimizer,
+server_momentum, client_lr, l2_clip, noise_stddev, bits, grouping, ...). Every
+setting trains `--num_seeds` seeds at the same privacy target as the main job
+and is scored by the final metric on the task's *validation* split (SO-LR's
+held-out clients, digits' 180 held-out examples), never the test split; the
+test split is used only by `experiments.run`.
+
+Writes `<output_dir>/<task>/tune_<aggregator>.json` (every setting's validation
+metric per seed) and prints the ranking. Settings already in that file are not
+rerun.
+
+Privacy cost of tuning: each setting is a separate private training run on the
+same training clients, so publishing the chosen model spends the privacy of
+every run tried (basic composition: k settings at epsilon each cost k * epsilon
+in total), unless the selection itself is made private (Abadi et al. 2016,
+App. D; Papernot and Steinke 2022). The DP-REC paper also tuned on its
+validation data without accounting for it. docs/EXPERIMENTS.md says what the
+main job's defaults were tuned with.
+"""
+
+import itertools
+import json
+import os
+import sys
+import time
+
+from absl import app
+from absl import flags
+# As in experiments.run: Keras models built after a TensorFlow import under
+# `app.run` fail to build (empty inbound nodes).
+import tensorflow as tf  # pylint: disable=unused-import
+
+from experiments.runner import config as config_lib
+
+
+_FLOAT_FIELDS = ('server_lr', 'client_lr', 'l2_clip', 'noise_stddev',
+                 'server_momentum', 'target_epsilon')
+_INT_FIELDS = ('bits', 'rounds', 'clients_per_round')
+_STR_FIELDS = ('server_optimizer', 'accounting')
+
+
+class GridError(ValueError):
+  """The --grid text cannot be parsed."""
+
+
+def parse_grid(text: str) -> list[dict]:
+  """The settings of a grid text, in order (see the module doc)."""
+  if not text or not text.strip():
+    raise GridError('--grid is empty.')
+  settings = []
+  for block in text.split('|'):
+    axes = []
+    for item in block.split():
+      name, sep, values = item.partition('=')
+      if not sep or not values:
+        raise GridError(f'--grid: {item!r} is not name=v1,v2,...')
+      axes.append([(name, _value(name, v)) for v in values.split(',')])
+    if not axes:
+      raise GridError(f'--grid has an empty block in {text!r}.')
+    settings.extend(dict(combo) for combo in itertools.product(*axes))
+  return settings
+
+
+def _value(name, text):
+  try:
+    if name in _FLOAT_FIELDS:
+      return float(text)
+    if name in _INT_FIELDS:
+      return int(text)
+  except ValueError:
+    raise GridError(f'--grid: {name}={text!r} is not a number.') from None
+  if name == 'grouping':
+    return text if text in ('tensor', 'network') else int(text)
+  if name in _STR_FIELDS:
+    return text
+  raise GridError(f'--grid: {name!r} cannot be tuned; choose from '
+                  f'{_FLOAT_FIELDS + _INT_FIELDS + _STR_FIELDS + ("grouping",)}.')
+
+
+def key(setting: dict) -> str:
+  return ' '.join(f'{k}={setting[k]}' for k in sorted(setting))
+
+
+def tune(base: config_lib.RunConfig, settings: list, results_path: str,
+         print_fn=print) -> dict:
+  """Trains every setting not yet in `results_path`; returns all results."""
+  # Imported here: TFF takes seconds to import, flag errors should not wait.
+  from experiments.runner import training  # pylint: disable=g-import-not-at-top
+  results = {}
+  if os.path.exists(results_path):
+    with open(results_path) as f:
+      results = json.load(f)
+  for setting in settings:
+    name = key(setting)
+    if name in results:
+      continue
+    start = time.time()
+    config = config_lib.RunConfig(**{
+        **base.asdict(), **setting,
+        'output_dir': os.path.join(base.output_dir, 'runs',
+                                   name.replace(' ', '_'))})
+    records = training.run(config, print_fn=lambda *a: None)
+    metrics = [r['final_metric'] for r in records]
+    results[name] = dict(setting=setting, metrics=metrics,
+                         mean=sum(metrics) / len(metrics),
+                         epsilon=max(r['epsilon'] or 0.0 for r in records),
+                         params=records[0]['params'],
+                         seconds=time.time() - start)
+    print_fn(f'{name}: validation {100 * results[name]["mean"]:.2f}% '
+             f'({time.time() - start:.0f} s)')
+    tmp = results_path + '.tmp'
+    with open(tmp, 'w') as f:
+      json.dump(results, f, indent=1)
+    os.replace(tmp, results_path)
+  return results
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
+  try:
+    settings = parse_grid(_GRID.value)
+    base = config_lib.RunConfig(
+        task=_TASK.value, aggregators=(_AGGREGATOR.value,),
+        data_dir=_DATA_DIR.value, output_dir=_OUTPUT_DIR.value,
+        rounds=_ROUNDS.value, clients_per_round=_CLIENTS.value,
+        target_epsilon=_EPSILON.value, num_seeds=_NUM_SEEDS.value,
+        # Scored by the final evaluation only: no intermediate ones.
+        eval_split='validation', eval_every=10**6, progress=False)
+  except (GridError, TypeError, ValueError) as e:
+    print(f'error: {e}', file=sys.stderr)
+    sys.exit(2)
+  os.makedirs(os.path.join(base.output_dir, base.task), exist_ok=True)
+  path = os.path.join(base.output_dir, base.task,
+                      f'tune_{_AGGREGATOR.value}.json')
+  results = tune(base, settings, path)
+  ranked = sorted(results.values(), key=lambda r: -r['mean'])
+  print(f'\n{_AGGREGATOR.value} on {base.task}, validation split '
+        f'({base.num_seeds} seed(s) each), best first:')
+  for r in ranked:
+    print(f"  {100 * r['mean']:6.2f}%  {key(r['setting'])}  "
+          f"params={r['params']}")
+  print(f'Results in {path}. Tuning spent the privacy of {len(results)} '
+        'runs on the training clients (module doc).')
+
+
+def _define_flags():
+  """Defined only when run as a program (tests import this module)."""
+  # pylint: disable=global-statement
+  global _TASK, _AGGREGATOR, _GRID, _ROUNDS
+  global _CLIENTS, _EPSILON, _NUM_SEEDS, _DATA_DIR, _OUTPUT_DIR
+  _TASK = flags.DEFINE_enum('task', 'stackoverflow_lr', config_lib.TASKS,
+                            'Task.')
+  _AGGREGATOR = flags.DEFINE_string('aggregator', 'dp_fedavg',
+                                    'The aggregator to tune.')
+  _GRID = flags.DEFINE_string('grid', None, 'The grid (see the module doc).')
+  _ROUNDS = flags.DEFINE_integer('rounds', None, 'Rounds (task default).')
+  _CLIENTS = flags.DEFINE_integer('clients_per_round', None,
+                                  'Clients per round (task default).')
+  _EPSILON = flags.DEFINE_float('target_epsilon', 1.0, 'Privacy target.')
+  _NUM_SEEDS = flags.DEFINE_integer('num_seeds', 1, 'Seeds per setting.')
+  _DATA_DIR = flags.DEFINE_string('data_dir', 'data_cache', 'Data directory.')
+  _OUTPUT_DIR = flags.DEFINE_string('output_dir', 'output/tune',
+                                    'Where runs and the results go.')
+
+
+def cli():
+  """The command line: `python -m experiments.tune`."""
+  _define_flags()
+  app.run(main)
+
+
+if __name__ == '__main__':
+  cli()
