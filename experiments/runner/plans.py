@@ -10,6 +10,8 @@ import dataclasses
 import math
 from typing import Any, Callable, Optional
 
+from experiments.runner import calibration_cache
+
 FLOAT_BITS = 32
 
 
@@ -142,9 +144,11 @@ def _build_rec(spec, s):
     message = dict(bits=s.bits, num_groups=num_groups,
                    accounting=s.accounting)
     if s.clip_ratio is None:
-      c = accounting.calibrate_clip_ratio(
-          target_epsilon=s.target_epsilon, rounds=s.rounds, **message,
-          **s.common)
+      c = calibration_cache.calibrate(
+          'dp_rec_clip_ratio', accounting.calibrate_clip_ratio,
+          lambda c: accounting.dp_rec_epsilon(
+              clip_ratio=c, rounds=s.rounds, **message, **s.common),
+          s.target_epsilon, rounds=s.rounds, **message, **s.common)
     else:
       c = s.clip_ratio
       _check_within_budget('clip_ratio', c, accounting.dp_rec_epsilon(
@@ -188,9 +192,12 @@ def _build_dp_fedavg(spec, s):
   from tff_dprec import accounting  # pylint: disable=g-import-not-at-top
   kind = _fedavg_accounting(s.accounting)
   if s.noise_multiplier is None:
-    z = accounting.calibrate_dp_fedavg_noise(
-        target_epsilon=s.target_epsilon, rounds=s.rounds, accounting=kind,
-        **s.common)
+    z = calibration_cache.calibrate(
+        'dp_fedavg_noise_multiplier', accounting.calibrate_dp_fedavg_noise,
+        lambda z: accounting.dp_fedavg_epsilon(
+            noise_multiplier=z, rounds=s.rounds, accounting=kind,
+            **s.common),
+        s.target_epsilon, rounds=s.rounds, accounting=kind, **s.common)
   else:
     z = s.noise_multiplier
     _check_within_budget('noise_multiplier', z, accounting.dp_fedavg_epsilon(
@@ -225,9 +232,12 @@ def _build_ddgauss(spec, s):
   from tff_dprec import accounting  # pylint: disable=g-import-not-at-top
   ddg_bits = int(spec.name[len('ddgauss'):])
   dim = _num_elements(s.value_type)
-  z = accounting.calibrate_ddgauss_noise(
-      target_epsilon=s.target_epsilon, l2_clip=s.l2_clip, bits=ddg_bits,
-      rounds=s.rounds, dimension=dim, **s.common)
+  settings = dict(l2_clip=s.l2_clip, bits=ddg_bits, rounds=s.rounds,
+                  dimension=dim, **s.common)
+  z = calibration_cache.calibrate(
+      'ddgauss_noise_multiplier', accounting.calibrate_ddgauss_noise,
+      lambda z: accounting.ddgauss_epsilon(noise_multiplier=z, **settings),
+      s.target_epsilon, **settings)
   params = accounting.ddgauss_params(
       noise_multiplier=z, l2_clip=s.l2_clip, bits=ddg_bits,
       clients_per_round=s.clients_per_round, dimension=dim)
