@@ -55,7 +55,7 @@ class CliTest(parameterized.TestCase):
 
   def test_calibration_and_error(self):
     out = _run(['--mechanism=dp_fedavg', *_SO, '--target_epsilon=1',
-                '--conversion=classic', '--accounting=rdp'])
+                '--conversion=classic'])
     self.assertRegex(out, r'noise_multiplier=0\.95')
     z = float(re.search(r'noise_multiplier=([0-9.]+)', out).group(1))
     self.assertLessEqual(accounting.dp_fedavg_epsilon(

@@ -12,6 +12,7 @@ from tff_dprec import accounting
 from tff_dprec.accounting import calibration
 from tff_dprec.accounting import channel
 from tff_dprec.accounting import dp_rec
+from tff_dprec.accounting import message_profile
 
 
 def _paper_delta(population):
@@ -183,7 +184,7 @@ class SoundModeTest(parameterized.TestCase):
 
 class AccountantContractTest(parameterized.TestCase):
 
-  @parameterized.parameters('sound', 'paper')
+  @parameterized.parameters('pld', 'sound', 'paper')
   def test_no_op_and_empty_accountant(self, mode):
     accountant = accounting.DpRecAccountant(accounting=mode)
     self.assertEqual(accountant.get_epsilon(1e-5), 0.0)
@@ -207,7 +208,7 @@ class AccountantContractTest(parameterized.TestCase):
       accounting.calibrate_clip_ratio(target_epsilon=1.0, bits=7,
                                       num_groups=2, **common)
 
-  @parameterized.parameters('sound', 'paper')
+  @parameterized.parameters('pld', 'sound', 'paper')
   def test_non_private(self, mode):
     accountant = accounting.DpRecAccountant(accounting=mode)
     accountant.compose(dp_accounting.NonPrivateDpEvent())
@@ -237,7 +238,7 @@ class AccountantContractTest(parameterized.TestCase):
     self.assertTrue(accountant.supports(event))
     self.assertEqual(accountant.get_epsilon(1e-5), 0.0)
 
-  @parameterized.parameters('sound', 'paper')
+  @parameterized.parameters('pld', 'sound', 'paper')
   def test_composition_equals_self_composition(self, mode):
     event = accounting.dp_rec_round_event(clip_ratio=1.0, total_bits=40,
                                           population=100, clients_per_round=5)
@@ -408,9 +409,6 @@ class CalibrationTest(parameterized.TestCase):
     self.assertLess(accounting.round_up(value) - value, 2e-5 * value)
 
 
-if __name__ == '__main__':
-  import absl.testing.absltest  # pylint: disable=g-import-not-at-top
-  absl.testing.absltest.main()
 
 
 class PldDefaultTest(parameterized.TestCase):
@@ -425,9 +423,28 @@ class PldDefaultTest(parameterized.TestCase):
                   delta=n**-1.1, bits=bits, num_groups=groups)
     pld = accounting.dp_rec_epsilon(**kwargs)
     rdp = accounting.dp_rec_epsilon(accounting='rdp', **kwargs)
+    # min(PLD, RDP) by construction; what this checks is that the default
+    # does take the minimum and that 'sound' is 'rdp'.
     self.assertLessEqual(pld, rdp)
     self.assertEqual(accounting.dp_rec_epsilon(accounting='sound', **kwargs),
                      rdp)
+
+  @parameterized.parameters(
+      # (N, B, T, bits, groups, c, the largest PLD / RDP ratio expected):
+      # few draws (the main job) or tiny q (SO-LR) are where the PLD gains.
+      (4000, 40, 10, 4, 1, 0.886, 0.5), (342477, 60, 1500, 7, 6, 1.1, 0.5))
+  def test_pld_alone_beats_rdp(self, n, b, t, bits, groups, c, ratio):
+    delta = n**-1.1
+    _, draw = message_profile.draw_pld(q=1 / n, clip_ratio=c, bits=bits,
+                                       num_groups=groups)
+    pld_alone = draw.self_compose(b * t).get_epsilon_for_delta(delta)
+    rdp = accounting.dp_rec_epsilon(
+        clip_ratio=c, population=n, clients_per_round=b, rounds=t,
+        delta=delta, bits=bits, num_groups=groups, accounting='rdp')
+    self.assertLess(pld_alone, ratio * rdp)
+    self.assertEqual(accounting.dp_rec_epsilon(
+        clip_ratio=c, population=n, clients_per_round=b, rounds=t,
+        delta=delta, bits=bits, num_groups=groups), pld_alone)
 
   def test_main_job_gains(self):
     # The main job (N = 4000, B = 40, T = 10, one group of 4 bits): the
@@ -465,10 +482,65 @@ class PldDefaultTest(parameterized.TestCase):
       accounting.dp_rec_epsilon(clip_ratio=1.0, population=1,
                                 clients_per_round=1, rounds=1, delta=1e-5,
                                 bits=4, num_groups=1)
-    accountant = accounting.DpRecAccountant()
     event = dp_accounting.PoissonSampledDpEvent(
         1.0, accounting.DpRecEvent(1.0, 4, 1))
-    self.assertFalse(accountant.supports(event))
+    self.assertFalse(accounting.DpRecAccountant().supports(event))
+    # The Renyi accountings keep accepting q = 1 (the local pair).
+    rdp = accounting.DpRecAccountant(accounting='rdp')
+    self.assertTrue(rdp.supports(event))
+    rdp.compose(event)
+    self.assertGreater(rdp.get_epsilon(1e-5), 0.0)
+
+  @parameterized.parameters('pld', 'rdp')
+  def test_sampling_probability_zero_releases_nothing(self, mode):
+    accountant = accounting.DpRecAccountant(accounting=mode)
+    event = dp_accounting.PoissonSampledDpEvent(
+        0.0, accounting.DpRecEvent(1.0, 4, 1))
+    self.assertTrue(accountant.supports(event))
+    accountant.compose(event, 10)
+    self.assertEqual(accountant.get_epsilon(1e-5), 0.0)
+
+  def test_non_private_in_pld_mode(self):
+    accountant = accounting.DpRecAccountant()
+    accountant.compose(accounting.dp_rec_round_event(
+        clip_ratio=1.0, population=4000, clients_per_round=40, bits=4,
+        num_groups=1))
+    self.assertLess(accountant.get_epsilon(1e-5), 1.0)
+    accountant.compose(dp_accounting.NonPrivateDpEvent())
+    self.assertEqual(accountant.get_epsilon(1e-5), math.inf)
+
+  def test_draws_on_different_grids_compose(self):
+    # A local release (q = 1) needs a coarser loss grid than amplified
+    # draws; the accountant rebuilds both on the coarser one, so the PLD
+    # still counts (its epsilon stays below the Renyi one).
+    kwargs = dict(population=4000, clients_per_round=40, bits=4,
+                  num_groups=1, clip_ratio=1.0)
+    amplified = accounting.DpRecAccountant()
+    amplified.compose(accounting.dp_rec_round_event(**kwargs), 10)
+    both = accounting.DpRecAccountant()
+    both.compose(accounting.dp_rec_round_event(**kwargs), 10)
+    both.compose(accounting.DpRecEvent(0.5, 4, 1))
+    rdp = accounting.DpRecAccountant(accounting='rdp')
+    rdp.compose(accounting.dp_rec_round_event(**kwargs), 10)
+    rdp.compose(accounting.DpRecEvent(0.5, 4, 1))
+    # Precondition: the two kinds of draw have different loss grids.
+    self.assertNotEqual(
+        message_profile.draw_pld(q=1.0, clip_ratio=0.5, bits=4,
+                                 num_groups=1)[0],
+        message_profile.draw_pld(q=1 / 4000, clip_ratio=1.0, bits=4,
+                                 num_groups=1)[0])
+    delta = 4000**-1.1
+    eps_both, order = both.get_epsilon_and_optimal_order(delta)
+    self.assertIsNone(order)  # The PLD's.
+    self.assertGreater(eps_both, amplified.get_epsilon(delta))
+    self.assertLess(eps_both, rdp.get_epsilon(delta))
+
+  def test_compose_checks_before_changing_state(self):
+    accountant = accounting.DpRecAccountant()
+    with self.assertRaisesRegex(ValueError, 'bits'):
+      accountant.compose(dp_accounting.PoissonSampledDpEvent(
+          0.01, accounting.DpRecEvent(1.0, 100, 1)))
+    self.assertEqual(accountant.get_epsilon(1e-5), 0.0)
 
   def test_local_never_above_rdp(self):
     for c in (0.5, 1.0, 2.0):
@@ -501,6 +573,16 @@ class DpFedAvgPldTest(parameterized.TestCase):
     self.assertGreaterEqual(eps, exact * (1 - 1e-3))
     self.assertLessEqual(eps, exact * 1.03)
 
+  def test_sound_is_rdp_for_dp_fedavg(self):
+    kwargs = dict(noise_multiplier=0.9, population=4000, clients_per_round=40,
+                  rounds=10, delta=1e-5)
+    self.assertEqual(accounting.dp_fedavg_epsilon(accounting='sound', **kwargs),
+                     accounting.dp_fedavg_epsilon(accounting='rdp', **kwargs))
+    with self.assertRaisesRegex(ValueError, 'conversion'):
+      accounting.calibrate_dp_fedavg_noise(
+          target_epsilon=1.0, population=4000, clients_per_round=40,
+          rounds=10, delta=1e-5, conversion='classic')
+
   def test_main_job_round_one_under_half(self):
     kwargs = dict(population=4000, clients_per_round=40, delta=4000**-1.1)
     z = accounting.calibrate_dp_fedavg_noise(target_epsilon=1.0, rounds=10,
@@ -510,3 +592,8 @@ class DpFedAvgPldTest(parameterized.TestCase):
         noise_multiplier=z, rounds=1, **kwargs), 0.5)
     self.assertLessEqual(accounting.dp_fedavg_epsilon(
         noise_multiplier=z, rounds=10, **kwargs), 1.0)
+
+
+if __name__ == '__main__':
+  import absl.testing.absltest  # pylint: disable=g-import-not-at-top
+  absl.testing.absltest.main()

@@ -96,3 +96,8 @@ class MessageProfileMonteCarloTest(parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, 'clip_ratio'):
       message_profile.message_profiles(clip_ratio=-1.0, bits=4,
                                        num_groups=1, max_epsilon=8.0)
+
+
+if __name__ == '__main__':
+  import absl.testing.absltest  # pylint: disable=g-import-not-at-top
+  absl.testing.absltest.main()

@@ -151,3 +151,8 @@ class PessimisticPldTest(parameterized.TestCase):
     base = profile.gaussian_profile(1.0, 1e-2, 5.0)
     with self.assertRaisesRegex(ValueError, 'q must be'):
       profile.subsampled(base, base, 0.0, 1e-2, 1e-12)
+
+
+if __name__ == '__main__':
+  import absl.testing.absltest  # pylint: disable=g-import-not-at-top
+  absl.testing.absltest.main()

@@ -7,6 +7,7 @@ the spec, never the name.
 """
 
 import dataclasses
+import functools
 import math
 from typing import Any, Callable, Optional
 
@@ -155,12 +156,13 @@ def _build_rec(spec, s):
           clip_ratio=c, rounds=s.rounds, **message, **s.common), s)
     clip = c * s.noise_stddev
     params = dict(params, clip_ratio=c, l2_clip=clip,
-                  accounting=s.accounting)
-    label = f'dp_rec_{s.accounting}'
+                  accounting=accounting.canonical(s.accounting))
+    label = f'dp_rec_{accounting.canonical(s.accounting)}'
     local_epsilon = accounting.dp_rec_local_epsilon(
         clip_ratio=c, delta=s.delta, bits=s.bits, num_groups=num_groups,
         accounting=_proven(s.accounting))
 
+    @functools.lru_cache(maxsize=None)  # The loop asks twice per round.
     def epsilon_after(r, c=c):
       if r == 0:
         return 0.0
@@ -206,6 +208,7 @@ def _build_dp_fedavg(spec, s):
       noise_multiplier=z, clients_per_round=s.clients_per_round,
       clip=s.l2_clip)
 
+  @functools.lru_cache(maxsize=None)  # The loop asks twice per round.
   def epsilon_after(r, z=z):
     if r == 0:
       return 0.0
@@ -246,6 +249,7 @@ def _build_ddgauss(spec, s):
           noise_multiplier=z, expected_clients_per_round=s.clients_per_round,
           bits=ddg_bits, l2_clip=s.l2_clip, mechanism='distributed_dgauss'))
 
+  @functools.lru_cache(maxsize=None)  # The loop asks twice per round.
   def epsilon_after(r, z=z):
     if r == 0:
       return 0.0

@@ -30,6 +30,7 @@ from tff_dprec.accounting.channel import message_rdp
 from tff_dprec.accounting.channel import rec_channel_rdp
 from tff_dprec.accounting.channel import substitution_rdp
 from tff_dprec.accounting.dp_rec import ACCOUNTINGS
+from tff_dprec.accounting.dp_rec import canonical
 from tff_dprec.accounting.dp_rec import DEFAULT_ORDERS
 from tff_dprec.accounting.dp_rec import dp_rec_epsilon
 from tff_dprec.accounting.dp_rec import dp_rec_local_epsilon

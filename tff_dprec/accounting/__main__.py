@@ -29,13 +29,13 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
   parser.add_argument('--total_bits', type=int,
                       help='dp_rec, --accounting=paper only: one index of '
                       'this many bits')
-  parser.add_argument('--accounting', default=accounting.PLD,
+  parser.add_argument('--accounting', default=None,
                       choices=list(accounting.ACCOUNTINGS),
-                      help="dp_rec and dp_fedavg: 'pld' (default, the "
-                      "smaller of the PLD and RDP epsilons), 'rdp' (alias "
-                      "'sound'; docs/PRIVACY.md); dp_rec also 'paper' (the "
-                      "paper's Theorem 1, unproven for groups); ddgauss has "
-                      "RDP only")
+                      help="dp_rec and dp_fedavg: 'pld' (the default, the "
+                      "smaller of the PLD and RDP epsilons; dp_fedavg with "
+                      "--conversion=classic: 'rdp'), 'rdp' (alias 'sound'; "
+                      "docs/PRIVACY.md); dp_rec also 'paper' (the paper's "
+                      "Theorem 1, unproven for groups); ddgauss: 'rdp' only")
   parser.add_argument('--local', action='store_true',
                       help='dp_rec: local epsilon, no amplification')
   parser.add_argument('--noise_multiplier', type=float,
@@ -75,6 +75,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
 
 
 def _dp_rec(args, common, delta, need):
+  if args.accounting is None:
+    args.accounting = accounting.PLD
   if args.total_bits is None:
     need('bits', 'num_groups')
   bits = dict(bits=args.bits, num_groups=args.num_groups,
@@ -100,12 +102,15 @@ def _dp_rec(args, common, delta, need):
 
 
 def _dp_fedavg(args, common, delta, need):
+  if args.accounting is None:
+    args.accounting = (accounting.RDP
+                       if args.conversion == accounting.CONVERSION_CLASSIC
+                       else accounting.PLD)
   if args.accounting not in (accounting.PLD, accounting.RDP,
                              accounting.SOUND):
     raise ValueError(f'--accounting={args.accounting} is for dp_rec; '
                      "dp_fedavg takes 'pld' or 'rdp'.")
-  kind = accounting.RDP if args.accounting == accounting.SOUND else (
-      args.accounting)
+  kind = accounting.canonical(args.accounting)
   options = dict(conversion=args.conversion, accounting=kind)
   label = f'accounting={kind}'
   if args.target_epsilon is not None:
@@ -124,7 +129,9 @@ def _dp_fedavg(args, common, delta, need):
 
 
 def _ddgauss(args, common, delta, need):
-  # DDGauss has an RDP accountant only; --accounting does not apply.
+  if args.accounting not in (None, accounting.RDP, accounting.SOUND):
+    raise ValueError(f'--accounting={args.accounting}: ddgauss has an RDP '
+                     "accountant only ('rdp').")
   need('l2_clip', 'bits', 'dimension')
   extra = dict(l2_clip=args.l2_clip, bits=args.bits, dimension=args.dimension,
                conversion=args.conversion)

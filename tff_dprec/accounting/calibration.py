@@ -70,19 +70,23 @@ def calibrate_clip_ratio(*, target_epsilon: float, population: int,
     except dp_rec.OverheadExceedsDeltaError:
       return math.inf
 
-  # Raises OverheadExceedsDeltaError when even c -> 0 cannot meet delta.
-  epsilon(MIN_CLIP_RATIO)
+  if accounting == dp_rec.PAPER:
+    # Raises OverheadExceedsDeltaError when even c -> 0 cannot meet delta.
+    epsilon(MIN_CLIP_RATIO)
   lo, hi = MIN_CLIP_RATIO, MAX_CLIP_RATIO
   if accounting == dp_rec.PLD:
     # The PLD epsilon is the smaller of two bounds, so the RDP calibration
     # (cheap) meets the target: bracket from there instead of evaluating
     # the PLD at c = 25.
-    lo = calibrate_clip_ratio(
-        target_epsilon=target_epsilon, population=population,
-        clients_per_round=clients_per_round, rounds=rounds, delta=delta,
-        bits=bits, num_groups=num_groups, accounting=dp_rec.RDP, tol=tol)
-    lo, hi = _expand(epsilon_or_inf, target_epsilon, lo, MAX_CLIP_RATIO,
-                     factor=1.5)
+    try:
+      lo = calibrate_clip_ratio(
+          target_epsilon=target_epsilon, population=population,
+          clients_per_round=clients_per_round, rounds=rounds, delta=delta,
+          bits=bits, num_groups=num_groups, accounting=dp_rec.RDP, tol=tol)
+      lo, hi = _expand(epsilon_or_inf, target_epsilon, lo, MAX_CLIP_RATIO,
+                       factor=1.5)
+    except TargetUnreachableError:
+      pass  # The PLD may still reach it: search the whole range.
   return search(epsilon_or_inf, target_epsilon, lo, hi, tol, 'clip_ratio',
                 largest=True)
 
@@ -134,6 +138,12 @@ def calibrate_dp_fedavg_noise(*, target_epsilon: float, population: int,
   `accounting` and `conversion` as in `baselines.dp_fedavg_epsilon`.
   """
   validation.check_positive_number(target_epsilon, 'target_epsilon')
+  validation.check_choice(accounting, 'accounting',
+                          baselines.DP_FEDAVG_ACCOUNTINGS)
+  if accounting == baselines.PLD and conversion != baselines.CONVERSION_TIGHT:
+    raise ValueError(
+        f'conversion={conversion!r} applies to the RDP accountant; pass '
+        "accounting='rdp' with it (accounting='pld' was given).")
 
   def epsilon(z):
     return baselines.dp_fedavg_epsilon(
@@ -144,12 +154,15 @@ def calibrate_dp_fedavg_noise(*, target_epsilon: float, population: int,
   lo, hi = MIN_NOISE_MULTIPLIER, MAX_NOISE_MULTIPLIER
   if accounting == baselines.PLD:
     # As for DP-REC: the RDP calibration meets the target; bracket below it.
-    hi = calibrate_dp_fedavg_noise(
-        target_epsilon=target_epsilon, population=population,
-        clients_per_round=clients_per_round, rounds=rounds, delta=delta,
-        tol=tol, accounting=baselines.RDP)
-    lo, hi = _expand(epsilon, target_epsilon, hi, MIN_NOISE_MULTIPLIER,
-                     factor=1 / 1.5)
+    try:
+      hi = calibrate_dp_fedavg_noise(
+          target_epsilon=target_epsilon, population=population,
+          clients_per_round=clients_per_round, rounds=rounds, delta=delta,
+          tol=tol, accounting=baselines.RDP)
+      lo, hi = _expand(epsilon, target_epsilon, hi, MIN_NOISE_MULTIPLIER,
+                       factor=1 / 1.5)
+    except TargetUnreachableError:
+      pass  # The PLD may still reach it: search the whole range.
   return search(epsilon, target_epsilon, lo, hi, tol, 'noise_multiplier',
                 largest=False)
 

@@ -63,6 +63,12 @@ ACCOUNTINGS = (PLD, RDP, SOUND, PAPER)
 # Accountings that are proven (docs/PRIVACY.md); 'paper' is not.
 PROVEN = (PLD, RDP, SOUND)
 
+
+def canonical(accounting: str) -> str:
+  """The accounting's name, with the alias 'sound' as 'rdp'."""
+  validation.check_choice(accounting, 'accounting', ACCOUNTINGS)
+  return RDP if accounting == SOUND else accounting
+
 # Sound mode: integer orders (exact reverse divergence, Zhu-Wang bound).
 SOUND_ORDERS = tuple(range(2, 65))
 # Paper mode: any orders > 1; dense where the optima fall.
@@ -174,9 +180,9 @@ class DpRecAccountant(dp_accounting.PrivacyAccountant):
     self._accounting = accounting
     self._reverse_divergence = reverse_divergence
     self._discretization = float(discretization)
-    # PLD mode: the composed PLD per loss grid (draws whose grid had to be
-    # coarsened cannot be composed with the others; see get_epsilon).
-    self._plds = {}
+    # PLD mode: draw counts per (q, c, bits, groups), composed on demand.
+    self._draws = {}
+    self._composed = None
     self._non_private = False
     if accounting != PAPER:
       self._orders = channel.check_orders(
@@ -243,32 +249,37 @@ class DpRecAccountant(dp_accounting.PrivacyAccountant):
             invalid_event=event,
             error_message='DpRecAccountant supports PoissonSampledDpEvent of '
             f'a DpRecEvent only, found subevent {event.event}.')
-      if not 0.0 <= event.sampling_probability < 1.0:
-        # A draw that always picks the target (population 1) has no other
-        # client to compare with; a known participant is a DpRecEvent.
+      q = event.sampling_probability
+      if self._accounting == PLD and q >= 1.0:
+        # The PLD models a draw against another client's message, which a
+        # draw that always picks the target (population 1) does not have;
+        # a known participant is a DpRecEvent (the local pair).
         return self.CompositionErrorDetails(
             invalid_event=event,
-            error_message='DpRecAccountant needs a sampling probability in '
-            f'[0, 1), found {event.sampling_probability!r}; compose a '
-            'DpRecEvent for a release without sampling.')
-      if do_compose:
-        self._compose(event.sampling_probability, event.event, count)
+            error_message="accounting='pld' needs a sampling probability "
+            f'below 1, found {q!r}; compose a DpRecEvent for a release '
+            'without sampling.')
+      if do_compose and q > 0.0:  # q = 0 releases nothing of the target.
+        self._compose(q, event.event, count)
       return None
     return self.CompositionErrorDetails(
         invalid_event=event, error_message='Unsupported event.')
 
   def _compose(self, q, event, count):
     if self._accounting != PAPER:
-      self._rdp += count * sound_rdp(
+      rdp = count * sound_rdp(
           q, event.clip_ratio, event.bits, event.num_groups, self._orders)
       if self._accounting == PLD and event.clip_ratio > 0:
-        step, pld = message_profile.draw_pld(
-            q=min(float(q), 1.0), clip_ratio=event.clip_ratio,
-            bits=event.bits, num_groups=event.num_groups,
-            discretization=self._discretization)
-        pld = pld.self_compose(count)
-        previous = self._plds.get(step)
-        self._plds[step] = pld if previous is None else previous.compose(pld)
+        key = (min(float(q), 1.0), float(event.clip_ratio), event.bits,
+               event.num_groups)
+        # Checks the arguments (and warms the cache) before any state
+        # changes; the composition itself waits for get_epsilon.
+        message_profile.draw_pld(q=key[0], clip_ratio=key[1], bits=key[2],
+                                 num_groups=key[3],
+                                 discretization=self._discretization)
+        self._draws[key] = self._draws.get(key, 0) + count
+        self._composed = None
+      self._rdp += rdp
       return
     if event.num_groups > 1:
       warn_unproven(event.num_groups)
@@ -287,7 +298,7 @@ class DpRecAccountant(dp_accounting.PrivacyAccountant):
   def get_epsilon_and_optimal_order(self, target_delta: float):
     """Returns (epsilon, optimal order) at `target_delta`.
 
-    The order is nan where the PLD gives the smaller epsilon.
+    The order is None where the PLD gives the smaller epsilon.
 
     Raises:
       ValueError: If target_delta is not in (0, 1).
@@ -300,14 +311,11 @@ class DpRecAccountant(dp_accounting.PrivacyAccountant):
       eps, order = rdp_privacy_accountant.compute_epsilon(
           self._orders.astype(np.float64), self._rdp, target_delta)
       eps, order = float(eps), float(order)
-      # PLD: one loss grid (draws on different grids cannot be composed
-      # here; then the Renyi epsilon alone is returned, still a bound).
-      if (self._accounting == PLD and len(self._plds) == 1 and
+      if (self._accounting == PLD and self._draws and
           not self._non_private):
-        pld_eps = next(iter(self._plds.values())).get_epsilon_for_delta(
-            target_delta)
+        pld_eps = self._composed_pld().get_epsilon_for_delta(target_delta)
         if pld_eps < eps:
-          return float(pld_eps), math.nan
+          return float(pld_eps), None
       return eps, order
     if self._overhead >= target_delta:
       needed = _bits_needed(self._rho, target_delta)
@@ -325,6 +333,30 @@ class DpRecAccountant(dp_accounting.PrivacyAccountant):
 
   def get_epsilon(self, target_delta: float) -> float:
     return self.get_epsilon_and_optimal_order(target_delta)[0]
+
+  def _composed_pld(self):
+    """The PLD of every draw so far, on one loss grid.
+
+    Each draw's PLD is built on the accountant's discretization or coarser
+    (`message_profile.draw_pld`); PLDs compose on one grid only, so all are
+    rebuilt on the coarsest step any of them needs (none needs a coarser
+    one at a coarser step: fewer points fit the limit).
+    """
+    if self._composed is None:
+      step = max(message_profile.draw_pld(
+          q=q, clip_ratio=c, bits=b, num_groups=m,
+          discretization=self._discretization)[0]
+                 for q, c, b, m in self._draws)
+      composed = None
+      for (q, c, b, m), count in sorted(self._draws.items()):
+        got, pld = message_profile.draw_pld(q=q, clip_ratio=c, bits=b,
+                                            num_groups=m, discretization=step)
+        if got != step:
+          raise AssertionError(f'draw PLD on step {got}, expected {step}.')
+        pld = pld.self_compose(count)
+        composed = pld if composed is None else composed.compose(pld)
+      self._composed = composed
+    return self._composed
 
 
 def sound_rdp(q: float, clip_ratio: float, bits: int, num_groups: int,
@@ -419,7 +451,8 @@ def warn_unproven(num_groups):
       f"accounting='paper' with num_groups={num_groups}: the paper treats M "
       'groups of b bits as one index of M*b bits (Theorem 3), a step that '
       'does not follow from its lemma; this epsilon is unproven. Use '
-      "accounting='sound' for a guarantee (docs/PRIVACY.md).",
+      "accounting='pld' (the default) or 'rdp' for a guarantee "
+      '(docs/PRIVACY.md).',
       UnprovenPaperBound, stacklevel=_caller_stacklevel())
 
 

@@ -99,6 +99,9 @@ def draw_pld(*, q: float, clip_ratio: float, bits: int, num_groups: int,
   """
   if not 0.0 < q <= 1.0:
     raise ValueError(f'q must be in (0, 1], found {q!r}.')
+  validation.check_nonnegative_number(clip_ratio, 'clip_ratio')
+  validation.check_int_in_range(bits, 'bits', 1, 64)
+  validation.check_positive_int(num_groups, 'num_groups')
   validation.check_positive_number(discretization, 'discretization')
   return _draw_pld(float(q), float(clip_ratio), int(bits), int(num_groups),
                    float(discretization))

@@ -52,9 +52,10 @@ class Profile:
   """Upper bounds on a privacy profile at epsilon = i * step, i = 0..n-1.
 
   Values are non-increasing and at most 1. `value(eps)` reads the grid
-  point at or below eps (rounding up, as a profile is non-increasing),
-  the last value beyond the grid, and 1 for eps < 0 (H_gamma <= 1 holds
-  for every pair of distributions).
+  point below eps (index floor(eps / step - 1e-7): a point within 1e-7 steps
+  above a grid point reads the one before it; rounding up, as a profile is
+  non-increasing), the last value beyond the grid, and 1 for eps < 0
+  (H_gamma <= 1 holds for every pair of distributions).
   """
 
   def __init__(self, step: float, values: Sequence[float]):
@@ -63,8 +64,11 @@ class Profile:
     if values.ndim != 1 or values.size == 0:
       raise ValueError(f'values must be a non-empty 1-D array, found shape '
                        f'{values.shape}.')
-    if np.any(np.isnan(values)) or np.any(values < 0):
-      raise ValueError('values must be non-negative numbers.')
+    bad = np.isnan(values) | (values < 0)
+    if np.any(bad):
+      raise ValueError(f'values must be non-negative numbers, found '
+                       f'{values[bad][0]!r} at index '
+                       f'{int(np.argmax(bad))}.')
     self._step = float(step)
     # Non-increasing and at most 1: both keep an upper bound (the true
     # profile at i is at most its value at any j <= i).
@@ -116,6 +120,7 @@ def from_rdp(orders: Sequence[float], rdp: Sequence[float], step: float,
     raise ValueError(f'orders must be > 1, found {orders!r}.')
   if np.any(np.isnan(rdp)) or np.any(rdp < 0):
     raise ValueError(f'rdp must be non-negative, found {rdp!r}.')
+  validation.check_positive_number(step, 'step')
   validation.check_positive_number(max_epsilon, 'max_epsilon')
   n = int(math.ceil(max_epsilon / step)) + 1
   epsilons = step * np.arange(n)
@@ -137,7 +142,8 @@ def minimum(*profiles: Profile) -> Profile:
     raise ValueError('minimum needs at least one profile.')
   step = profiles[0].step
   if any(p.step != step for p in profiles):
-    raise ValueError('profiles must share one step.')
+    raise ValueError(f'profiles must share one step, found steps '
+                     f'{[p.step for p in profiles]}.')
   n = max(p.values.size for p in profiles)
   # Grid points are read directly; beyond a shorter grid its last value.
   padded = [np.pad(p.values, (0, n - p.values.size), mode='edge')
@@ -156,7 +162,8 @@ def triangle(first: Profile, second: Profile, first_cap: Optional[float] =
   """
   step = first.step
   if second.step != step:
-    raise ValueError('first and second must share one step.')
+    raise ValueError(f'first and second must share one step, found '
+                     f'{step} and {second.step}.')
   n = second.values.size
   first_values = np.pad(first.values, (0, max(0, n - first.values.size)),
                         mode='edge')
