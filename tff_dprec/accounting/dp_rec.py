@@ -343,16 +343,17 @@ class DpRecAccountant(dp_accounting.PrivacyAccountant):
     one at a coarser step: fewer points fit the limit).
     """
     if self._composed is None:
-      step = max(message_profile.draw_pld(
-          q=q, clip_ratio=c, bits=b, num_groups=m,
-          discretization=self._discretization)[0]
-                 for q, c, b, m in self._draws)
+      step = self._discretization
+      while True:
+        draws = [(message_profile.draw_pld(
+            q=q, clip_ratio=c, bits=b, num_groups=m, discretization=step),
+                  count) for (q, c, b, m), count in sorted(self._draws.items())]
+        coarsest = max(got for (got, _), _ in draws)
+        if all(got == coarsest for (got, _), _ in draws):
+          break
+        step = coarsest
       composed = None
-      for (q, c, b, m), count in sorted(self._draws.items()):
-        got, pld = message_profile.draw_pld(q=q, clip_ratio=c, bits=b,
-                                            num_groups=m, discretization=step)
-        if got != step:
-          raise AssertionError(f'draw PLD on step {got}, expected {step}.')
+      for (_, pld), count in draws:
         pld = pld.self_compose(count)
         composed = pld if composed is None else composed.compose(pld)
       self._composed = composed
