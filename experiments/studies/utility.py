@@ -1,9 +1,9 @@
 """The training parts of the reproduction: utility and the two ablations.
 
 `experiments.studies.reproduce` calls these for `--part=utility` and
-`--part=ablations`. They train with `experiments.training.run` on the data
+`--part=ablations`. They train with `experiments.runner.training.run` on the data
 available here, NOT the paper's datasets, and with the experiments' task
-defaults as the budget of each run (`experiments.tasks`: digits 60 rounds of
+defaults as the budget of each run (`experiments.data.tasks`: digits 60 rounds of
 10 clients, the embedded SO-LR 10 rounds of 40 clients), not the paper's
 rounds (1000 to 4000), which take hours per run on this machine.
 
@@ -85,9 +85,9 @@ class Runs:
 def _train(config, task: str, name: str, aggregators: Sequence[str],
            **overrides) -> Runs:
   """Trains `aggregators` for `config.training_seeds` seeds (resumable)."""
-  from experiments import config as config_lib  # pylint: disable=g-import-not-at-top
-  from experiments import tasks  # pylint: disable=g-import-not-at-top
-  from experiments import training  # pylint: disable=g-import-not-at-top
+  from experiments.runner import config as config_lib  # pylint: disable=g-import-not-at-top
+  from experiments.data import tasks  # pylint: disable=g-import-not-at-top
+  from experiments.runner import training  # pylint: disable=g-import-not-at-top
   seeds = min(2, config.training_seeds) if config.quick else (
       config.training_seeds)
   kwargs = dict(data_dir=config.data_dir)
@@ -137,7 +137,7 @@ def _epsilons(config, paper_task) -> list:
 
 def utility_cells(config, log: Callable[[str], None]) -> list:
   """Table 1's accuracies on the data we have; see the module docstring."""
-  from experiments import tasks  # pylint: disable=g-import-not-at-top
+  from experiments.data import tasks  # pylint: disable=g-import-not-at-top
   settings = ((('stackoverflow_lr', 'stackoverflow_lr'),) if config.quick
               else REAL_TASKS + STAND_INS)
   methods = (paper.DP_REC, paper.DP_FEDAVG) if config.quick else UTILITY_METHODS
