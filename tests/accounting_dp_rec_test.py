@@ -9,6 +9,7 @@ import numpy as np
 from scipy import optimize
 
 from tff_dprec import accounting
+from tff_dprec.accounting import baselines
 from tff_dprec.accounting import calibration
 from tff_dprec.accounting import channel
 from tff_dprec.accounting import dp_rec
@@ -572,6 +573,15 @@ class DpFedAvgPldTest(parameterized.TestCase):
     # The 2e-5 grid is itself pessimistic, within 1e-3 of exact here.
     self.assertGreaterEqual(eps, exact * (1 - 1e-3))
     self.assertLessEqual(eps, exact * 1.03)
+
+  def test_huge_epsilon_skips_the_pld(self):
+    # z = 0.01: RDP epsilon in the thousands; the PLD (minutes there) is
+    # skipped and the RDP value, also a bound, returned.
+    kwargs = dict(noise_multiplier=0.01, population=100, clients_per_round=20,
+                  rounds=2, delta=1e-5)
+    rdp = accounting.dp_fedavg_epsilon(accounting='rdp', **kwargs)
+    self.assertGreater(rdp, baselines.PLD_MAX_RDP_EPSILON)
+    self.assertEqual(accounting.dp_fedavg_epsilon(**kwargs), rdp)
 
   def test_sound_is_rdp_for_dp_fedavg(self):
     kwargs = dict(noise_multiplier=0.9, population=4000, clients_per_round=40,

@@ -233,7 +233,7 @@ def _fedavg_why(task, ours):
                               clients_per_round=fed['clients_per_round'],
                               num_params=lenet).gib
     return (f'The appendix names LeNet-5 ({lenet:,} parameters: '
-            f'{other:.3g} GiB); 43 needs the {MODELS[task].name}.')
+            f'{other:.3g} GiB); 43 needs the {paper_models.MODELS[task].name}.')
   if task == 'shakespeare':
     keras_model = paper_models.shakespeare_lstm()
     extra = sum(4 * layer.units for layer in keras_model.layers
@@ -248,7 +248,7 @@ def _fedavg_why(task, ours):
             f'{d + extra:,} give {torch:.2f} GiB.')
   if task == 'stackoverflow_lr':
     rounds = paper.paper_int(task, 'rounds')
-    return (f'{ours / paper_value(task, "total_comm", DP_FEDAVG) - 1:+.2%}:'
+    return (f'{ours / paper.paper_value(task, "total_comm", paper.DP_FEDAVG) - 1:+.2%}:'
             ' not explained by the model (10,000 x 500 + 500) or by GB vs '
             f'GiB; T + 1 = {rounds + 1} rounds would give '
             f'{ours * (rounds + 1) / rounds:.1f}.')

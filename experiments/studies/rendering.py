@@ -1,6 +1,7 @@
 """Rendering of the reproduction: reproduce.json and REPRODUCTION.md."""
 
 import json
+import math
 import os
 from typing import Sequence
 
@@ -35,7 +36,7 @@ def _ratio(cell):
 def _table1_markdown(cells) -> list:
   lines = ['## Table 1, side by side', '',
            'Every number of the paper\'s Table 1 (lines '
-           f'{TABLE1_LINES[0]}-{TABLE1_LINES[1]} of dp-rec.tex), our primary '
+           f'{paper.TABLE1_LINES[0]}-{paper.TABLE1_LINES[1]} of dp-rec.tex), our primary '
            'number beside it, and why they differ. '
            'Comm. is in GiB (the paper\'s "GB"); accuracy in %.', '',
            '| task | method | row | paper | ours | ours / paper | why |',
@@ -88,10 +89,10 @@ def _models_markdown() -> list:
            '|---|---|---|---|---|---|---|---|']
   for task in paper.TASKS:
     s = paper_models.model_stats(task)
-    lines.append(f'| {task} | {MODELS[task].name} | {s.num_params:,} | '
+    lines.append(f'| {task} | {paper_models.MODELS[task].name} | {s.num_params:,} | '
                  f'{len(s.tensor_sizes)} | {s.num_groups} | '
                  f'{s.message_bits} | '
-                 f'{s.full_state_bits:,} | {MODELS[task].description} |')
+                 f'{s.full_state_bits:,} | {paper_models.MODELS[task].description} |')
   return lines + ['']
 
 

@@ -88,7 +88,7 @@ def main(argv=None):
                                    description=__doc__.splitlines()[0])
   parser.add_argument('--output_dir', required=True)
   parser.add_argument('--part', default=','.join(paper.DEFAULT_PARTS),
-                      help=f'comma-separated subset of {",".join(PARTS)}')
+                      help=f'comma-separated subset of {",".join(paper.PARTS)}')
   parser.add_argument('--quick', action='store_true',
                       help='a version for the tests (about 2 minutes: toy '
                       'training)')

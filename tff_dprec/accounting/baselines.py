@@ -50,6 +50,11 @@ DP_FEDAVG_ACCOUNTINGS = (PLD, RDP, 'sound')  # 'sound': alias of 'rdp'.
 PLD_DISCRETIZATION = 1e-3
 PLD_MIN_DISCRETIZATION = 1e-5
 _PLD_REFINE = 500.0
+# Above this RDP epsilon the PLD is not computed (its loss grid spans
+# hundreds of nats and takes minutes, for a few percent): the RDP epsilon,
+# also an upper bound, is returned. Epsilon stays monotone in the noise
+# (the switch only ever raises it).
+PLD_MAX_RDP_EPSILON = 100.0
 # Orders for DP-FedAvg (any > 1).
 DEFAULT_ORDERS = dp_rec.PAPER_ORDERS
 # Integer orders for DDGauss (its subsampling bound needs integer orders).
@@ -95,7 +100,7 @@ def dp_fedavg_epsilon(*, noise_multiplier: float, population: int,
     accountant = dp_accounting.rdp.RdpAccountant(list(orders))
     accountant.compose(event, rounds)
     rdp_epsilon = accountant.get_epsilon(delta)
-    if accounting == RDP:
+    if accounting == RDP or not rdp_epsilon <= PLD_MAX_RDP_EPSILON:
       return rdp_epsilon
     return min(rdp_epsilon, _pld_epsilon(event, rounds, delta))
   orders = np.asarray(orders, np.float64)
