@@ -201,10 +201,10 @@ def _baseline_comm_cells(task) -> list:
   fedavg = dp_fedavg_traffic(rounds=fed['rounds'],
                              clients_per_round=fed['clients_per_round'],
                              num_params=d)
-  cells = [paper.paper_cell(task, paper.DP_FEDAVG, None, 'total_comm', fedavg.gib,
-                      'T B (32 d down + 32 d up)',
-                      _comm_note(task, paper.DP_FEDAVG, fedavg.gib) +
-                      _fedavg_why(task, fedavg.gib))]
+  cells = [paper.paper_cell(task, paper.DP_FEDAVG, None, 'total_comm',
+                            fedavg.gib, 'T B (32 d down + 32 d up)',
+                            _comm_note(task, paper.DP_FEDAVG, fedavg.gib) +
+                            _fedavg_why(task, fedavg.gib))]
   for method in (paper.DDG16, paper.DDG12):
     if paper.paper_number(task, method, None, 'total_comm') is None:
       continue
@@ -219,15 +219,16 @@ def _baseline_comm_cells(task) -> list:
           num_params=d, bits=bits, upload_dim=dim)
       note = (_comm_note(task, method, traffic.gib) +
               f'{bits} bits x {dim:,} coordinates up, the float model down.')
-      cells.append(paper.paper_cell(task, method, None, 'total_comm', traffic.gib,
-                              basis, note))
+      cells.append(paper.paper_cell(task, method, None, 'total_comm',
+                                    traffic.gib, basis, note))
   return cells
 
 
 def _fedavg_why(task, ours):
   """Why DP-FedAvg's communication may differ, from the models we built."""
   if task == 'mnist':
-    lenet, _ = paper_models.keras_params(paper_models.PaperModel('LeNet-5', paper_models.lenet5, ''))
+    lenet, _ = paper_models.keras_params(
+        paper_models.PaperModel('LeNet-5', paper_models.lenet5, ''))
     fed = federation(task, paper.DP_FEDAVG)
     other = dp_fedavg_traffic(rounds=fed['rounds'],
                               clients_per_round=fed['clients_per_round'],
@@ -248,7 +249,8 @@ def _fedavg_why(task, ours):
             f'{d + extra:,} give {torch:.2f} GiB.')
   if task == 'stackoverflow_lr':
     rounds = paper.paper_int(task, 'rounds')
-    return (f'{ours / paper.paper_value(task, "total_comm", paper.DP_FEDAVG) - 1:+.2%}:'
+    theirs = paper.paper_value(task, 'total_comm', paper.DP_FEDAVG)
+    return (f'{ours / theirs - 1:+.2%}:'
             ' not explained by the model (10,000 x 500 + 500) or by GB vs '
             f'GiB; T + 1 = {rounds + 1} rounds would give '
             f'{ours * (rounds + 1) / rounds:.1f}.')
@@ -328,8 +330,8 @@ def _dp_rec_comm_cells(run: DpRecRun, method: str = paper.DP_REC) -> list:
       basis = f'protocol variant: {name}'
       note = (_comm_note(run.task, method, ours) +
               f'{ours / library - 1:+.2%} against the library protocol.')
-    cells.append(paper.paper_cell(run.task, method, None, 'total_comm', ours, basis,
-                            note))
+    cells.append(paper.paper_cell(run.task, method, None, 'total_comm', ours,
+                                  basis, note))
   return cells
 
 
@@ -353,9 +355,9 @@ def _compression_only_cells(seeds, dp_rec_run) -> list:
   task = 'femnist'
   rounds = paper.paper_int(task, 'rounds_compression_only')
   fed = federation(task, paper.DP_REC)
-  fedavg = dp_fedavg_traffic(rounds=rounds,
-                             clients_per_round=fed['clients_per_round'],
-                             num_params=paper_models.model_stats(task).num_params)
+  fedavg = dp_fedavg_traffic(
+      rounds=rounds, clients_per_round=fed['clients_per_round'],
+      num_params=paper_models.model_stats(task).num_params)
   cells = [paper.paper_cell(task, paper.FEDAVG, None, 'total_comm', fedavg.gib,
                       'T B (32 d down + 32 d up)',
                       _comm_note(task, paper.FEDAVG, fedavg.gib) +

@@ -171,7 +171,8 @@ def model_stats(task: str, grouping=None) -> ModelStats:
   value_type = tff.to_type(
       [tff.TensorType(np.float32, list(w.shape)) for w in trainable])
   factory = dp_rec.DPRecSumFactory(
-      noise_stddev=paper.paper_value(task, 'noise_stddev', paper.DP_REC), l2_clip=None,
+      noise_stddev=paper.paper_value(task, 'noise_stddev', paper.DP_REC),
+      l2_clip=None,
       bits=paper.paper_int('*', 'bits', paper.DP_REC),
       grouping=_grouping(task) if grouping is None else grouping)
   return ModelStats(

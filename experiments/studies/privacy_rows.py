@@ -64,9 +64,9 @@ def dp_rec_privacy_cells(task, epsilon, c, calibrate) -> list:
     if calibrate:
       cal, error = _attempt(lambda kw=kwargs: accounting.calibrate_clip_ratio(
           target_epsilon=epsilon, tol=1e-4, **kw, **common))
-      cells.append(paper.paper_cell(task, paper.DP_REC, epsilon, 'clip_ratio', cal,
-                              f'{basis}, calibrated to the paper\'s epsilon',
-                              why + error))
+      cells.append(paper.paper_cell(
+          task, paper.DP_REC, epsilon, 'clip_ratio', cal,
+          f'{basis}, calibrated to the paper\'s epsilon', why + error))
   return cells
 
 
@@ -83,15 +83,17 @@ def dp_fedavg_privacy_cells(task, epsilon, z, calibrate) -> list:
   for basis, options in modes:
     eps = accounting.dp_fedavg_epsilon(noise_multiplier=z, **options,
                                        **common)
-    cells.append(paper.paper_cell(task, paper.DP_FEDAVG, epsilon, 'epsilon', eps,
-                            f'{basis} at the paper\'s z',
-                            'Poisson-subsampled Gaussian, q = B/N; the paper '
-                            'does not state its RDP orders.'))
+    cells.append(paper.paper_cell(
+        task, paper.DP_FEDAVG, epsilon, 'epsilon', eps,
+        f'{basis} at the paper\'s z',
+        'Poisson-subsampled Gaussian, q = B/N; the paper does not state its '
+        'RDP orders.'))
     if calibrate:
       cal = accounting.calibrate_dp_fedavg_noise(
           target_epsilon=epsilon, tol=1e-4, **options, **common)
-      cells.append(paper.paper_cell(task, paper.DP_FEDAVG, epsilon, 'noise_multiplier', cal,
-                              f'{basis}, calibrated to the paper\'s epsilon'))
+      cells.append(paper.paper_cell(
+          task, paper.DP_FEDAVG, epsilon, 'noise_multiplier', cal,
+          f'{basis}, calibrated to the paper\'s epsilon'))
   return cells
 
 
@@ -116,7 +118,8 @@ def ddgauss_privacy_cells(task, epsilon, bits) -> list:
   settings = dict(
       l2_clip=paper.paper_value(task, 'l2_clip', paper.DP_FEDAVG), bits=bits,
       clients_per_round=paper.paper_int(task, 'clients_per_round'),
-      population=population, rounds=paper.paper_int(task, 'rounds', paper.DP_FEDAVG),
+      population=population,
+      rounds=paper.paper_int(task, 'rounds', paper.DP_FEDAVG),
       delta=1.0 / population, dimension=dimension, beta=DDGAUSS_BETA,
       modclip_prob=float(special.erfc(DDGAUSS_K_STDDEVS / math.sqrt(2))),
       rotation_type='hd')

@@ -36,8 +36,8 @@ def _ratio(cell):
 def _table1_markdown(cells) -> list:
   lines = ['## Table 1, side by side', '',
            'Every number of the paper\'s Table 1 (lines '
-           f'{paper.TABLE1_LINES[0]}-{paper.TABLE1_LINES[1]} of dp-rec.tex), our primary '
-           'number beside it, and why they differ. '
+           f'{paper.TABLE1_LINES[0]}-{paper.TABLE1_LINES[1]} of dp-rec.tex), '
+           'our primary number beside it, and why they differ. '
            'Comm. is in GiB (the paper\'s "GB"); accuracy in %.', '',
            '| task | method | row | paper | ours | ours / paper | why |',
            '|---|---|---|---|---|---|---|']
@@ -89,10 +89,11 @@ def _models_markdown() -> list:
            '|---|---|---|---|---|---|---|---|']
   for task in paper.TASKS:
     s = paper_models.model_stats(task)
-    lines.append(f'| {task} | {paper_models.MODELS[task].name} | {s.num_params:,} | '
+    model = paper_models.MODELS[task]
+    lines.append(f'| {task} | {model.name} | {s.num_params:,} | '
                  f'{len(s.tensor_sizes)} | {s.num_groups} | '
                  f'{s.message_bits} | '
-                 f'{s.full_state_bits:,} | {paper_models.MODELS[task].description} |')
+                 f'{s.full_state_bits:,} | {model.description} |')
   return lines + ['']
 
 
@@ -103,8 +104,8 @@ def _femnist_markdown() -> list:
   client_rounds = fed['rounds'] * fed['clients_per_round']
   rounds_4k = paper.paper_int(task, 'rounds_compression_only')
   bits_per_param = 2 * paper.FLOAT_BITS * client_rounds / paper.GIB_BITS
-  bits_per_param_4k = (2 * paper.FLOAT_BITS * rounds_4k * fed['clients_per_round']
-                       / paper.GIB_BITS)
+  bits_per_param_4k = (2 * paper.FLOAT_BITS * rounds_4k *
+                       fed['clients_per_round'] / paper.GIB_BITS)
   dp_fedavg = paper.paper_value(task, 'total_comm', paper.DP_FEDAVG)
   fedavg_4k = paper.paper_value(task, 'total_comm', paper.FEDAVG)
   lo, hi = ((dp_fedavg - 0.5) / bits_per_param,
@@ -179,14 +180,16 @@ def _ratios_markdown(cells) -> list:
 
 def render_markdown(config, cells, runs, seconds, ablations=None) -> str:
   """REPRODUCTION.md."""
-  by_part = {p: [c for c in cells if paper.part_of(c) == p] for p in paper.PARTS}
+  by_part = {p: [c for c in cells if paper.part_of(c) == p]
+             for p in paper.PARTS}
   lines = ['# Reproducing DP-REC\'s Table 1', '',
            f'`python -m experiments.reproduce --output_dir={config.output_dir}'
            f' --part={",".join(config.parts)}'
            f'{" --quick" if config.quick else ""}`; wall time '
            + ', '.join(f'{p} {s:.1f} s' for p, s in seconds.items()) + '.',
-           '', 'Paper numbers come from `experiments.studies.paper.PAPER` (each '
-           'with its line in shared/paper/dp-rec.tex). The paper\'s "GB" are '
+           '', 'Paper numbers come from `experiments.studies.paper.PAPER` '
+           '(each with its line in shared/paper/dp-rec.tex). The paper\'s '
+           '"GB" are '
            'GiB. delta = N^-1.1 (Figure 5) except for DDGauss (1/N, as '
            'Kairouz et al.).', '']
   if config.quick:
@@ -209,8 +212,9 @@ def render_markdown(config, cells, runs, seconds, ablations=None) -> str:
       'utility': ['**Not the paper\'s datasets, nor its rounds**: digits '
                   'stands in for MNIST and the embedded StackOverflow data '
                   'for TFF\'s; each run has the experiments\' budget '
-                  '(`experiments.data.tasks` defaults), not the paper\'s 1000 to '
-                  '4000 rounds. DP-REC uses the library\'s default (PLD) '
+                  '(`experiments.data.tasks` defaults), not the paper\'s '
+                  '1000 to 4000 rounds. DP-REC uses the library\'s default '
+                  '(PLD) '
                   'accounting. `ours` is the mean over seeds; the note '
                   'gives the standard error and each seed.'],
       'ablations': ['On the embedded StackOverflow data (the paper used '

@@ -1,11 +1,11 @@
 """The training parts of the reproduction: utility and the two ablations.
 
 `experiments.studies.reproduce` calls these for `--part=utility` and
-`--part=ablations`. They train with `experiments.runner.training.run` on the data
-available here, NOT the paper's datasets, and with the experiments' task
-defaults as the budget of each run (`experiments.data.tasks`: digits 60 rounds of
-10 clients, the embedded SO-LR 10 rounds of 40 clients), not the paper's
-rounds (1000 to 4000), which take hours per run on this machine.
+`--part=ablations`. They train with `experiments.runner.training.run` on the
+data available here, NOT the paper's datasets, and with the experiments'
+task defaults as the budget of each run (`experiments.data.tasks`: digits 60
+rounds of 10 clients, the embedded SO-LR 10 rounds of 40 clients), not the
+paper's rounds (1000 to 4000), which take hours per run on this machine.
 
 * Utility: DP-REC, DP-FedAvg, DDG16 and DDG12 at each epsilon of the paper's
   Table 1 for the task the data stands for, `training_seeds` seeds each,
@@ -301,7 +301,8 @@ def _local_dp(config, epsilon, result, log) -> list:
                    DP_FEDAVG_CLIENT_NOISE][1],
                fedavg_central_noise=central.of('dp_fedavg')[0]['params'][
                    'noise_multiplier'],
-               records={paper.DP_REC: rec, paper.DP_FEDAVG: central.of('dp_fedavg'),
+               records={paper.DP_REC: rec,
+                        paper.DP_FEDAVG: central.of('dp_fedavg'),
                         **{m: v[2] for m, v in variants.items()}})
   result.local.append(entry)
   basis = (f'ablation: local DP at central epsilon {epsilon:g}; '

@@ -53,8 +53,9 @@ def message_profiles(*, clip_ratio: float, bits: int, num_groups: int,
   """(forward, reverse, substitution) profile bounds of one message.
 
   On the grid epsilon = i * step up to `max_epsilon` (their last value holds
-  beyond), step = max(PROFILE_STEP, max_epsilon / PROFILE_POINTS). The clip ratio is raised by 2^-20 for float32
-  clipping, as in the Renyi accounting.
+  beyond), step = max(PROFILE_STEP, max_epsilon / PROFILE_POINTS). The clip
+  ratio is raised by 2^-20 for float32 clipping, as in the Renyi
+  accounting.
   """
   validation.check_nonnegative_number(clip_ratio, 'clip_ratio')
   validation.check_int_in_range(bits, 'bits', 1, 64)
@@ -86,7 +87,8 @@ def _message_profiles(clip_ratio, bits, num_groups, max_epsilon):
 
 def draw_pld(*, q: float, clip_ratio: float, bits: int, num_groups: int,
              discretization: float = DEFAULT_DISCRETIZATION
-             ) -> Tuple[float, privacy_loss_distribution.PrivacyLossDistribution]:
+             ) -> Tuple[float,
+                        privacy_loss_distribution.PrivacyLossDistribution]:
   """(loss grid step, PLD) dominating one DP-REC client draw with prob. q.
 
   The step is `discretization`, or coarser where the losses spread over
