@@ -40,7 +40,6 @@ from tff_dprec.accounting.dp_rec import DpRecEvent
 from tff_dprec.accounting.dp_rec import OverheadExceedsDeltaError
 from tff_dprec.accounting.dp_rec import PAPER
 from tff_dprec.accounting.dp_rec import PLD
-from tff_dprec.accounting.dp_rec import PROVEN
 from tff_dprec.accounting.dp_rec import RDP
 from tff_dprec.accounting.dp_rec import PAPER_ORDERS
 from tff_dprec.accounting.dp_rec import REVERSE_FORWARD_BOUND

@@ -43,7 +43,7 @@ CONVERSION_TIGHT = 'tight'
 CONVERSION_CLASSIC = 'classic'
 PLD = 'pld'
 RDP = 'rdp'
-DP_FEDAVG_ACCOUNTINGS = (PLD, RDP, 'sound')  # 'sound': alias of 'rdp'.
+DP_FEDAVG_ACCOUNTINGS = (PLD, RDP, dp_rec.SOUND)  # SOUND: alias of RDP.
 # DP-FedAvg's PLD loss grid: PLD_DISCRETIZATION, refined to epsilon / 500
 # (down to PLD_MIN_DISCRETIZATION) where epsilon is small, so that the
 # pessimistic PLD epsilon is within about 1% of the exact value.
@@ -87,7 +87,7 @@ def dp_fedavg_epsilon(*, noise_multiplier: float, population: int,
   validation.check_choice(conversion, 'conversion',
                           (CONVERSION_TIGHT, CONVERSION_CLASSIC))
   validation.check_choice(accounting, 'accounting', DP_FEDAVG_ACCOUNTINGS)
-  accounting = RDP if accounting == 'sound' else accounting
+  accounting = dp_rec.canonical(accounting)
   if accounting == PLD and conversion != CONVERSION_TIGHT:
     raise ValueError(
         f'conversion={conversion!r} applies to the RDP accountant; pass '

@@ -60,8 +60,6 @@ RDP = 'rdp'
 SOUND = 'sound'  # The earlier name of 'rdp'.
 PAPER = 'paper'
 ACCOUNTINGS = (PLD, RDP, SOUND, PAPER)
-# Accountings that are proven (docs/PRIVACY.md); 'paper' is not.
-PROVEN = (PLD, RDP, SOUND)
 
 
 def canonical(accounting: str) -> str:
