@@ -74,7 +74,7 @@ class StackOverflowArraysTest(tf.test.TestCase):
     arrays = stackoverflow_arrays.load(directory, self.words, self.tags)
     self.assertLen(arrays['train'].client_ids, _TINY['train_clients'])
 
-  def test_client_datasets_shuffle_truncate_and_batch(self):
+  def test_client_datasets_order_truncate_and_batch(self):
     arrays = stackoverflow_arrays.load(self.data_dir, self.words, self.tags)
     train = arrays['train']
     sizes = np.diff(train.example_offsets)
@@ -82,19 +82,56 @@ class StackOverflowArraysTest(tf.test.TestCase):
     datasets = stackoverflow_arrays.ClientDatasets(train, batch_size=4,
                                                    max_elements=7)
     self.assertGreaterEqual(sizes[big], 8)
-    (dataset,) = datasets([train.client_ids[big]])
+    (dataset,) = datasets([train.client_ids[big]], seed=3)
     batches = list(dataset)
     self.assertEqual([int(b[0].shape[0]) for b in batches], [4, 3])
-    x, _ = train.client_dense(big)
-    rows = {r.tobytes() for r in x}
-    for b in batches:
-      for r in b[0].numpy():
-        self.assertIn(r.tobytes(), rows)
+    x, y = train.client_dense(big)
+    (order,) = stackoverflow_arrays.client_orders([sizes[big]], 7, seed=3)
+    np.testing.assert_array_equal(
+        np.concatenate([b[0].numpy() for b in batches]), x[order])
+    np.testing.assert_array_equal(
+        np.concatenate([b[1].numpy() for b in batches]), y[order])
+    # Seeded: the same seed, the same order; another seed, another order.
+    (again,) = datasets([train.client_ids[big]], seed=3)
+    for b, c in zip(batches, again):
+      np.testing.assert_array_equal(b[0], c[0])
+    (other,) = stackoverflow_arrays.client_orders([sizes[big]], 7, seed=4)
+    self.assertFalse(np.array_equal(order, other))
+
+  def test_client_orders_are_uniform_permutations(self):
+    # Where each of 3 examples lands first, over 6000 draws: 1/3 each
+    # (4 standard errors of a binomial proportion).
+    orders = stackoverflow_arrays.client_orders([3] * 6000, 1000, seed=0)
+    firsts = np.bincount([o[0] for o in orders], minlength=3) / 6000
+    self.assertAllClose(firsts, [1 / 3] * 3,
+                        atol=4 * np.sqrt(1 / 3 * 2 / 3 / 6000))
+    self.assertTrue(all(sorted(o) == [0, 1, 2] for o in orders[:50]))
+
+  def test_tensors_make_the_datasets_bit_for_bit(self):
+    arrays = stackoverflow_arrays.load(self.data_dir, self.words, self.tags)
+    train = arrays['train']
+    tensors = stackoverflow_arrays.ClientTensors(train, batch_size=5,
+                                                 max_elements=9)
+    reference = stackoverflow_arrays.ClientDatasets(train, batch_size=5,
+                                                    max_elements=9)
+    sizes = np.diff(train.example_offsets)
+    ids = [train.client_ids[int(np.argmax(sizes))], train.client_ids[0],
+           train.client_ids[1]]
+    to_dataset = tensors.dataset_computation
+    for inputs, dataset in zip(tensors(ids, seed=7), reference(ids, seed=7)):
+      built = list(to_dataset(*inputs))
+      expected = list(dataset)
+      self.assertEqual(len(built), len(expected))
+      for b, e in zip(built, expected):
+        np.testing.assert_array_equal(b[0], e[0].numpy())
+        np.testing.assert_array_equal(b[1], e[1].numpy())
+    with self.assertRaisesRegex(ValueError, "'nobody' is not a training"):
+      tensors(['nobody'], seed=0)
 
   def test_task_uses_the_arrays_for_rounds_and_evaluation(self):
-    self.assertIsNotNone(self.task.client_datasets)
+    self.assertIsNotNone(self.task.client_data)
     ids = self.task.train_client_ids[:3]
-    self.assertLen(self.task.round_input(ids), 3)
+    self.assertLen(self.task.round_input(ids, seed=0), 3)
     x, y = self.task.eval_arrays('test')
     words, tags = tasks._vocab(self.data_dir, tasks.EMBEDDED_WORD_VOCAB,  # pylint: disable=protected-access
                                tasks.EMBEDDED_TAG_VOCAB)

@@ -60,22 +60,30 @@ class Task:
   # The embedded SO-LR data preprocessed once into arrays
   # (`stackoverflow_arrays`): {split: SplitArrays}; None elsewhere.
   arrays: Optional[dict] = None
-  # ids -> preprocessed training datasets when `arrays` are held; else None
-  # and TFF builds them from ids inside the round (`dataset_computation`).
-  client_datasets: Any = None
+  # (ids, seed) -> the clients' training data as tensors when `arrays` are
+  # held (`stackoverflow_arrays.ClientTensors`); else None and TFF builds the
+  # datasets from ids inside the round (`dataset_computation`).
+  client_data: Any = None
   _dense: dict = dataclasses.field(default_factory=dict, repr=False)
 
   def learning_process(self, process):
-    """`process` fed as `round_input` requires (ids or datasets)."""
-    if self.client_datasets is not None:
-      return process
+    """`process` fed as `round_input` requires (ids or tensors)."""
+    computation = (self.dataset_computation if self.client_data is None else
+                   self.client_data.dataset_computation)
     return tff.simulation.compose_dataset_computation_with_learning_process(
-        self.dataset_computation, process)
+        computation, process)
 
-  def round_input(self, client_ids) -> list:
-    """What `learning_process(...).next` takes for these clients."""
-    if self.client_datasets is not None:
-      return self.client_datasets(client_ids)
+  def round_input(self, client_ids, seed) -> list:
+    """What `learning_process(...).next` takes for these clients.
+
+    Args:
+      client_ids: The round's clients.
+      seed: Seeds the order of the clients' examples where the task holds
+        its data as arrays (an int or a sequence of ints, for
+        `np.random.default_rng`); TFF's loaders shuffle unseeded.
+    """
+    if self.client_data is not None:
+      return self.client_data(client_ids, seed)
     return [str(i) for i in client_ids]
 
   def eval_arrays(self, split: str):
@@ -191,14 +199,14 @@ def create_task(task_name: str,
       task_name == 'stackoverflow_lr') else {}
   baseline, metric, label, source, note = builder(data_dir, batch, seed,
                                                   **kwargs)
-  arrays, client_datasets = None, None
+  arrays, client_data = None, None
   if task_name == 'stackoverflow_lr' and source == 'embedded':
     arrays = stackoverflow_arrays.load(
         data_dir, *_vocab(data_dir, EMBEDDED_WORD_VOCAB, EMBEDDED_TAG_VOCAB))
-    client_datasets = stackoverflow_arrays.ClientDatasets(
+    client_data = stackoverflow_arrays.ClientTensors(
         arrays['train'], batch, TRAIN_MAX_ELEMENTS)
   return Task(task_name, baseline, metric, label, source, note, task_defaults,
-              arrays, client_datasets)
+              arrays, client_data)
 
 
 def evaluate(task: Task, model_weights, max_examples: Optional[int] = None,

@@ -1,4 +1,7 @@
-"""Benchmarks: `python -m experiments.bench codec|history`.
+"""Benchmarks: `python -m experiments.bench codec|history|rounds`.
+
+rounds: client-rounds per second through the TFF process
+(`experiments.studies.throughput`).
 
 history: for a logistic-regression model of the SO-LR embedded size (1000
 words x 50 tags) with Adam on the server, prints the client's replay time per
@@ -22,6 +25,8 @@ import resource
 import subprocess
 import sys
 import time
+
+from experiments.studies import throughput
 
 
 def _best_time(fn, repeats):
@@ -194,22 +199,39 @@ def history_bench(words: int, tags: int, clients_per_round: int,
 
 def main(argv=None):
   parser = argparse.ArgumentParser(prog='python -m experiments.bench')
-  parser.add_argument('what', choices=['codec', 'codec_one', 'history'])
+  parser.add_argument('what', choices=['codec', 'codec_one', 'history',
+                                       'rounds'])
+  parser.add_argument('--aggregators',
+                      default=','.join(throughput.DEFAULT_AGGREGATORS))
+  parser.add_argument('--paths', default=','.join(throughput.PATHS))
+  parser.add_argument('--data_dir', default='data_cache')
   parser.add_argument('--words', type=int, default=1000)
   parser.add_argument('--tags', type=int, default=50)
   parser.add_argument('--clients_per_round', type=int, default=40)
-  parser.add_argument('--rounds', type=int, default=60)
+  parser.add_argument('--rounds', type=int, default=None,
+                      help='history: 60; rounds: 6')
   parser.add_argument('--dim', type=int, default=10**4)
   parser.add_argument('--bits', type=int, default=7)
   parser.add_argument('--dims', default='10000,1000000')
   parser.add_argument('--bits_list', default='4,7,10')
   parser.add_argument('--repeats', type=int, default=3)
   args = parser.parse_args(argv)
+  if args.what == 'rounds':
+    from experiments.infra import worker_reaper  # pylint: disable=g-import-not-at-top
+    worker_reaper.install()
+    try:
+      throughput.run(args.aggregators.split(','), args.paths.split(','),
+                     rounds=args.rounds or 6,
+                     clients_per_round=args.clients_per_round,
+                     data_dir=args.data_dir)
+    finally:
+      worker_reaper.reap_context_workers()
+    return
   if args.what == 'history':
     from experiments.infra import worker_reaper  # pylint: disable=g-import-not-at-top
     worker_reaper.install()
     row = history_bench(args.words, args.tags, args.clients_per_round,
-                        args.rounds, args.repeats)
+                        args.rounds or 60, args.repeats)
     for key, value in row.items():
       print(f'{key:>24}: {value:.4g}' if isinstance(value, float)
             else f'{key:>24}: {value}')
