@@ -94,6 +94,12 @@ _WORKERS = flags.DEFINE_integer(
     'workers', 0,
     'Run on this many TFF C++ worker processes on loopback (started and '
     'stopped by the run); 0 = the local execution context.')
+_POPULATION = flags.DEFINE_string(
+    'population', None,
+    "Embedded stackoverflow_lr only: the training clients. Default: the "
+    "paper's 342,477, each made on demand from the embedded generator; "
+    "'stored' = the clients written in --data_dir (4,000); or an int >= 2 "
+    "(that many, made on demand).")
 _VERIFY_CLIENTS = flags.DEFINE_integer(
     'verify_replay_clients', 3,
     'With history downlinks, replay this many clients and check their model '
@@ -144,10 +150,28 @@ def validate_flags():
   for flag in (_NOISE_STDDEV, _L2_CLIP, _CLIENT_LR, _SERVER_LR):
     if flag.value is not None and not flag.value > 0:
       raise FlagError(f'--{flag.name} must be positive, found {flag.value}.')
+  parse_population(_POPULATION.value)
+  if _POPULATION.value is not None and _TASK.value != 'stackoverflow_lr':
+    raise FlagError(f'--population applies to --task=stackoverflow_lr only, '
+                    f'found --task={_TASK.value}.')
   if _GROUPING.value is not None:
     grouping = parse_grouping(_GROUPING.value)
     if isinstance(grouping, int) and grouping < 1:
       raise FlagError(f'--grouping must be positive, found {grouping}.')
+
+
+def parse_population(text):
+  if text is None or text == 'stored':
+    return text
+  try:
+    value = int(text)
+  except ValueError:
+    raise FlagError(  # pylint: disable=raise-missing-from
+        f"--population must be 'stored' or an int >= 2, found {text!r}.")
+  if value < 2:
+    raise FlagError(f"--population must be 'stored' or an int >= 2, found "
+                    f'{text!r}.')
+  return value
 
 
 def parse_grouping(text):
@@ -180,7 +204,8 @@ def config_from_flags():
       server_momentum=_SERVER_MOMENTUM.value, progress=_PROGRESS.value,
       downlink=_DOWNLINK.value, verify_clients=_VERIFY_CLIENTS.value,
       resume=_RESUME.value, insecure_test_seed=_INSECURE_TEST_SEED.value,
-      workers=_WORKERS.value, accounting=_ACCOUNTING.value)
+      workers=_WORKERS.value, accounting=_ACCOUNTING.value,
+      population=parse_population(_POPULATION.value))
 
 
 def _fail(error):

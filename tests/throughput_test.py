@@ -35,7 +35,7 @@ class _Plan:
 
   def __init__(self, factory, private):
     self.factory = factory
-    self.private = private
+    self.private = self.private_setting = private
 
 
 class FastPathIsBitIdenticalTest(tf.test.TestCase):

@@ -70,18 +70,6 @@ class SplitArrays:
     x /= np.maximum(lengths, 1)[:, None]  # No in-vocabulary word: zeros.
     return x, self.tags[first:last].astype(np.float32)
 
-  def dense_rows(self, rows: np.ndarray) -> tuple:
-    """(x, y) float32 of the examples `rows`, in that order."""
-    starts = self.word_offsets[rows]
-    lengths = self.word_offsets[rows + 1] - starts
-    x = np.zeros((len(rows), self.num_words), np.float32)
-    within = np.arange(lengths.sum()) - np.repeat(
-        np.cumsum(lengths) - lengths, lengths)
-    words = self.word_ids[np.repeat(starts, lengths) + within]
-    np.add.at(x, (np.repeat(np.arange(len(rows)), lengths), words), 1.0)
-    x /= np.maximum(lengths, 1)[:, None].astype(np.float32)
-    return x, self.tags[rows].astype(np.float32)
-
   def client_dense(self, index: int) -> tuple:
     return self.dense(int(self.example_offsets[index]),
                       int(self.example_offsets[index + 1]))
@@ -102,29 +90,80 @@ def client_orders(num_examples, max_elements: int, seed) -> list:
   return [rng.permutation(int(n))[:max_elements] for n in num_examples]
 
 
-class _ClientData:
-  """Shared by the two ways of feeding sampled clients (below)."""
+def take_examples(word_ids, word_offsets, rows) -> tuple:
+  """CSR words of examples `rows` (in that order): (word_ids, offsets)."""
+  starts = word_offsets[rows]
+  lengths = word_offsets[np.asarray(rows) + 1] - starts
+  offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+  within = np.arange(offsets[-1]) - np.repeat(offsets[:-1], lengths)
+  return word_ids[np.repeat(starts, lengths) + within], offsets
 
-  def __init__(self, split: SplitArrays, batch_size: int, max_elements: int):
+
+def dense_words(word_ids, word_offsets, num_words: int) -> np.ndarray:
+  """float32 [examples, num_words]: word counts over each example's total."""
+  n = len(word_offsets) - 1
+  lengths = np.diff(word_offsets)
+  x = np.zeros((n, num_words), np.float32)
+  np.add.at(x, (np.repeat(np.arange(n), lengths), word_ids), 1.0)
+  x /= np.maximum(lengths, 1)[:, None].astype(np.float32)
+  return x
+
+
+class SplitSource:
+  """A `SplitArrays` split as a client source (`client_examples`)."""
+
+  def __init__(self, split: SplitArrays):
+    self._split = split
+    self._index = split.client_index()
+    self.num_words = split.num_words
+    self.num_tags = int(split.tags.shape[1])
+
+  @property
+  def client_ids(self) -> tuple:
+    return self._split.client_ids
+
+  def client_examples(self, client_id) -> tuple:
+    """(word_ids int32, word_offsets int64 [n + 1], tags uint8 [n, tags])."""
+    try:
+      index = self._index[str(client_id)]
+    except KeyError:
+      raise ValueError(f'client_ids: {client_id!r} is not a training client '
+                       'of this split.') from None
+    split = self._split
+    first, last = split.example_offsets[index], split.example_offsets[index + 1]
+    words, offsets = take_examples(split.word_ids, split.word_offsets,
+                                   np.arange(first, last))
+    return words, offsets, split.tags[first:last]
+
+
+class _ClientData:
+  """Shared by the two ways of feeding sampled clients (below).
+
+  `source` is a `SplitSource` or an on-demand population
+  (`stackoverflow_population.Population`): anything with `num_words`,
+  `num_tags` and `client_examples(client_id)`.
+  """
+
+  def __init__(self, source, batch_size: int, max_elements: int):
     if batch_size < 1 or max_elements < 1:
       raise ValueError(f'batch_size={batch_size} and max_elements='
                        f'{max_elements} must both be at least 1.')
-    self._split = split
-    self._index = split.client_index()
+    if isinstance(source, SplitArrays):
+      source = SplitSource(source)
+    self._source = source
     self._batch_size = batch_size
     self._max_elements = max_elements
 
-  def _rows(self, client_ids, seed):
-    """(client's first example, its ordered example offsets) per client."""
-    try:
-      indices = [self._index[str(c)] for c in client_ids]
-    except KeyError as e:
-      raise ValueError(f'client_ids: {e.args[0]!r} is not a training client '
-                       'of this split.') from None
-    offsets = self._split.example_offsets
-    sizes = [int(offsets[i + 1] - offsets[i]) for i in indices]
-    orders = client_orders(sizes, self._max_elements, seed)
-    return [(int(offsets[i]), order) for i, order in zip(indices, orders)]
+  def _ordered(self, client_ids, seed):
+    """Per client: (word_ids, word_offsets, tags) of its ordered examples."""
+    examples = [self._source.client_examples(c) for c in client_ids]
+    orders = client_orders([len(t) for _, _, t in examples],
+                           self._max_elements, seed)
+    out = []
+    for (words, offsets, tags), order in zip(examples, orders):
+      words, offsets = take_examples(words, offsets, order)
+      out.append((words.astype(np.int32), offsets, tags[order]))
+    return out
 
 
 class ClientDatasets(_ClientData):
@@ -137,10 +176,10 @@ class ClientDatasets(_ClientData):
 
   def __call__(self, client_ids, seed) -> list:
     datasets = []
-    for first, order in self._rows(client_ids, seed):
-      x, y = self._split.dense_rows(first + order)
-      datasets.append(tf.data.Dataset.from_tensor_slices((x, y)).batch(
-          self._batch_size))
+    for words, offsets, tags in self._ordered(client_ids, seed):
+      x = dense_words(words, offsets, self._source.num_words)
+      datasets.append(tf.data.Dataset.from_tensor_slices(
+          (x, tags.astype(np.float32))).batch(self._batch_size))
     return datasets
 
 
@@ -157,24 +196,14 @@ class ClientTensors(_ClientData):
   """
 
   def __call__(self, client_ids, seed) -> list:
-    split = self._split
-    out = []
-    for first, order in self._rows(client_ids, seed):
-      rows = first + order
-      starts = split.word_offsets[rows]
-      lengths = split.word_offsets[rows + 1] - starts
-      offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-      within = np.arange(offsets[-1]) - np.repeat(offsets[:-1], lengths)
-      words = split.word_ids[np.repeat(starts, lengths) + within]
-      out.append((words.astype(np.int32), offsets, split.tags[rows]))
-    return out
+    return self._ordered(client_ids, seed)
 
   @functools.cached_property
   def dataset_computation(self):
     """TFF computation: one client's tensors -> its batched dataset."""
     import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
-    num_words = self._split.num_words
-    num_tags = self._split.tags.shape[1]
+    num_words = self._source.num_words
+    num_tags = self._source.num_tags
     batch_size = self._batch_size
 
     @tff.tensorflow.computation(
@@ -185,7 +214,7 @@ class ClientTensors(_ClientData):
       lengths = word_offsets[1:] - word_offsets[:-1]
       rows = tf.repeat(tf.range(n), lengths)
       # Counts are sums of ones (exact in float32), then one division per
-      # row, as `SplitArrays.dense_rows` does in NumPy.
+      # row, as `dense_words` does in NumPy.
       counts = tf.scatter_nd(
           tf.stack([rows, tf.cast(word_ids, tf.int64)], axis=1),
           tf.ones_like(word_ids, tf.float32), tf.stack([n, num_words]))

@@ -23,6 +23,7 @@ from words, as in the real data.
 """
 
 import collections
+import dataclasses
 import json
 import math
 import os
@@ -67,12 +68,7 @@ def generate(data_dir: str, config: Optional[dict] = None) -> dict:
   Returns:
     The configuration used, with summary statistics.
   """
-  cfg = collections.OrderedDict(DEFAULT_CONFIG)
-  for key, value in (config or {}).items():
-    if key not in cfg:
-      raise ValueError(f'Unknown embedded-data setting {key!r}; known: '
-                       f'{sorted(cfg)}.')
-    cfg[key] = value
+  cfg = resolved_config(config)
   stamp_path = os.path.join(data_dir, _STAMP_NAME)
   sqlite_path = os.path.join(data_dir, SQLITE_NAME)
   if os.path.exists(stamp_path) and os.path.exists(sqlite_path):
@@ -93,11 +89,20 @@ def is_embedded(data_dir: str) -> bool:
   return os.path.exists(os.path.join(data_dir, _STAMP_NAME))
 
 
-def _write(data_dir, cfg):
-  rng = np.random.default_rng(cfg['seed'])
+@dataclasses.dataclass(frozen=True)
+class Topics:
+  """The generative model's fixed part, a function of the config's seed."""
+  background: np.ndarray  # [num_words] word probabilities
+  topic_words: np.ndarray  # [num_topics, num_words]
+  topic_tags: np.ndarray  # [num_topics, num_tags]
+  # Log-normal parameters of the number of examples per client.
+  mu: float
+  sigma2: float
+
+
+def draw_topics(cfg, rng: np.random.Generator) -> Topics:
+  """Draws the topics from `rng` (the first draws of `cfg['seed']`'s stream)."""
   num_words, num_tags = cfg['num_words'], cfg['num_tags']
-  words = [f'w{i:05d}' for i in range(num_words)]
-  tags = [f'tag{i:03d}' for i in range(num_tags)]
   background = _zipf(num_words, 1.1)
   topic_words, topic_tags = [], []
   for _ in range(cfg['num_topics']):
@@ -110,11 +115,40 @@ def _write(data_dir, cfg):
     q = np.full(num_tags, 0.02 / num_tags)
     q[preferred] += np.array([0.6, 0.25, 0.13])
     topic_tags.append(q / q.sum())
-  topic_words = np.array(topic_words)
-  topic_tags = np.array(topic_tags)
-
   sigma2 = math.log(1.0 + (cfg['std_examples'] / cfg['mean_examples'])**2)
   mu = math.log(cfg['mean_examples']) - sigma2 / 2.0
+  return Topics(background, np.array(topic_words), np.array(topic_tags), mu,
+                sigma2)
+
+
+def resolved_config(config: Optional[dict] = None) -> dict:
+  """`DEFAULT_CONFIG` with `config`'s overrides (unknown keys refused)."""
+  cfg = collections.OrderedDict(DEFAULT_CONFIG)
+  for key, value in (config or {}).items():
+    if key not in cfg:
+      raise ValueError(f'Unknown embedded-data setting {key!r}; known: '
+                       f'{sorted(cfg)}.')
+    cfg[key] = value
+  return cfg
+
+
+def word_name(index: int) -> str:
+  return f'w{index:05d}'
+
+
+def tag_name(index: int) -> str:
+  return f'tag{index:03d}'
+
+
+def _write(data_dir, cfg):
+  rng = np.random.default_rng(cfg['seed'])
+  num_words, num_tags = cfg['num_words'], cfg['num_tags']
+  words = [word_name(i) for i in range(num_words)]
+  tags = [tag_name(i) for i in range(num_tags)]
+  topics = draw_topics(cfg, rng)
+  background, topic_words, topic_tags = (
+      topics.background, topics.topic_words, topics.topic_tags)
+  mu, sigma2 = topics.mu, topics.sigma2
 
   connection = sqlite3.connect(os.path.join(data_dir, SQLITE_NAME + '.tmp'))
   connection.execute('DROP TABLE IF EXISTS examples')

@@ -17,8 +17,10 @@ from tensorflow_federated.python.simulation.baselines.stackoverflow import tag_p
 from experiments.runner import config as config_lib
 from experiments.data import stackoverflow_arrays
 from experiments.data import stackoverflow_data
+from experiments.data import stackoverflow_population
 
 TASKS = config_lib.TASKS
+STORED = config_lib.STORED
 
 
 class MissingDataError(FileNotFoundError):
@@ -64,6 +66,11 @@ class Task:
   # held (`stackoverflow_arrays.ClientTensors`); else None and TFF builds the
   # datasets from ids inside the round (`dataset_computation`).
   client_data: Any = None
+  # 'stored' (the data files' clients) or 'on demand'
+  # (`stackoverflow_population`).
+  population_source: str = 'stored'
+  # The training clients where they are not the TFF dataset's (on demand).
+  client_ids: Any = None
   _dense: dict = dataclasses.field(default_factory=dict, repr=False)
 
   def learning_process(self, process):
@@ -95,7 +102,10 @@ class Task:
     return self._dense[split]
 
   @property
-  def train_client_ids(self) -> list[str]:
+  def train_client_ids(self):
+    """The training clients' ids (a sequence; not a list when on demand)."""
+    if self.client_ids is not None:
+      return self.client_ids
     return list(self.baseline.datasets.train_data.client_ids)
 
   @property
@@ -178,11 +188,22 @@ def create_task(task_name: str,
                 *,
                 batch_size: Optional[int] = None,
                 seed: int = 0,
-                embedded_config: Optional[dict] = None) -> Task:
+                embedded_config: Optional[dict] = None,
+                population=None) -> Task:
   """Builds `task_name` from `data_dir` (see each builder for the files).
 
+  Args:
+    task_name: One of `TASKS`.
+    data_dir: The data directory.
+    batch_size: The training batch size (default: the task's).
+    seed: The task's data seed (where it has one).
+    embedded_config: Overrides of the embedded SO-LR data's generator.
+    population: Embedded SO-LR only: None (the paper's 342,477 training
+      clients, made on demand), 'stored' (the data files' clients) or an
+      int >= 2 (that many, on demand; `stackoverflow_population`).
+
   Raises:
-    ValueError: For an unknown task.
+    ValueError: For an unknown task or a population that does not apply.
     MissingDataError: When a real dataset is required and missing.
   """
   _check_task(task_name)
@@ -199,14 +220,29 @@ def create_task(task_name: str,
       task_name == 'stackoverflow_lr') else {}
   baseline, metric, label, source, note = builder(data_dir, batch, seed,
                                                   **kwargs)
-  arrays, client_data = None, None
+  if population is not None and not (task_name == 'stackoverflow_lr' and
+                                     source == 'embedded'):
+    raise ValueError(
+        f'population={population!r} applies to the embedded stackoverflow_lr '
+        f'data only; {task_name} here has {source} data.')
+  arrays, client_data, client_ids = None, None, None
+  population_source = 'stored'
   if task_name == 'stackoverflow_lr' and source == 'embedded':
-    arrays = stackoverflow_arrays.load(
-        data_dir, *_vocab(data_dir, EMBEDDED_WORD_VOCAB, EMBEDDED_TAG_VOCAB))
-    client_data = stackoverflow_arrays.ClientTensors(
-        arrays['train'], batch, TRAIN_MAX_ELEMENTS)
+    vocab = _vocab(data_dir, EMBEDDED_WORD_VOCAB, EMBEDDED_TAG_VOCAB)
+    arrays = stackoverflow_arrays.load(data_dir, *vocab)
+    clients = arrays['train']
+    if population != STORED:
+      clients = stackoverflow_population.Population(
+          population or stackoverflow_population.PAPER_POPULATION, *vocab,
+          embedded_config=embedded_config)
+      client_ids, population_source = clients.client_ids, 'on demand'
+      note += (f' Training clients: {clients.size}, each made on demand '
+               'from the same generator (validation and test: the stored '
+               'held-out clients).')
+    client_data = stackoverflow_arrays.ClientTensors(clients, batch,
+                                                     TRAIN_MAX_ELEMENTS)
   return Task(task_name, baseline, metric, label, source, note, task_defaults,
-              arrays, client_data)
+              arrays, client_data, population_source, client_ids)
 
 
 def evaluate(task: Task, model_weights, max_examples: Optional[int] = None,

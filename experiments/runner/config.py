@@ -17,6 +17,7 @@ DOWNLINKS = ('auto', 'history', 'full')
 ACCOUNTINGS = ('pld', 'rdp', 'sound', 'paper')
 SERVER_OPTIMIZERS = ('adam', 'sgdm')
 EVAL_SPLITS = ('test', 'validation')
+STORED = 'stored'  # RunConfig.population: the clients in the data files.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,6 +61,10 @@ class RunConfig:
   workers: int = 0
   accounting: str = 'pld'
   embedded_config: Optional[dict] = None
+  # Embedded SO-LR only: None (the paper's 342,477 training clients, made on
+  # demand), 'stored' (the clients written in the data files, 4,000 by
+  # default) or an int >= 2 (that many clients, made on demand).
+  population: Any = None
 
   def __post_init__(self):
     object.__setattr__(self, 'aggregators', tuple(self.aggregators))
@@ -106,6 +111,15 @@ class RunConfig:
     if self.downlink not in DOWNLINKS:
       raise ValueError(f'downlink must be one of {DOWNLINKS}, found '
                        f'{self.downlink!r}.')
+    if self.population is not None and self.population != STORED and (
+        isinstance(self.population, bool) or
+        not isinstance(self.population, int) or self.population < 2):
+      raise ValueError(f"population must be None, {STORED!r} or an int >= 2, "
+                       f'found {self.population!r}.')
+    if self.population is not None and self.task != 'stackoverflow_lr':
+      raise ValueError(f'population={self.population!r} applies to the '
+                       'embedded stackoverflow_lr data only, not to '
+                       f'task={self.task!r}.')
     if self.accounting not in ACCOUNTINGS:
       raise ValueError(f'accounting must be one of {ACCOUNTINGS}, found '
                        f'{self.accounting!r}.')
@@ -124,7 +138,8 @@ class RunConfig:
     for name, aggregator in (('noise_multiplier', 'dp_fedavg'),
                              ('clip_ratio', 'dp_rec')):
       if getattr(self, name) is not None and (
-          aggregator not in self.aggregators):
+          aggregator not in self.aggregators) and (
+              aggregator + plans.NO_NOISE_SUFFIX not in self.aggregators):
         raise ValueError(
             f'{name}={getattr(self, name)!r} applies to {aggregator} only, '
             f'which is not in aggregators={",".join(self.aggregators)}.')

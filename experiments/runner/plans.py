@@ -71,6 +71,13 @@ class AggregatorPlan:
   # part (DP-REC only; None where the server sees the update unprotected or
   # only a noisy sum).
   local_epsilon: Optional[float] = None
+  # A `<method>_no_noise` control: the private method it shadows.
+  control_of: Optional[str] = None
+
+  @property
+  def private_setting(self) -> bool:
+    """Trained as a private method is (its optimizer and metrics)."""
+    return self.private or self.control_of is not None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -301,6 +308,41 @@ def _build_fedavg(spec, s):
       upload_bits_per_client=full, download_bits_per_client=full)
 
 
+NO_NOISE_SUFFIX = '_no_noise'
+
+
+def control_of(name: str) -> Optional[str]:
+  """The private method a `<method>_no_noise` control row shadows, or None."""
+  if name.endswith(NO_NOISE_SUFFIX):
+    return name[:-len(NO_NOISE_SUFFIX)]
+  return None
+
+
+def _build_no_noise(spec, s):
+  """A private method's control: its clip and sampling, no noise, no coding.
+
+  The same clip (DP-REC's c * sigma, or DP-FedAvg's and DDGauss's l2_clip,
+  calibrated as the method is), the same sampling scheme and the same
+  denominator (B); the clipped updates are averaged exactly (TFF's fixed
+  Gaussian factory at noise 0). Set beside the method, it separates the
+  cost of clipping from the cost of privacy. Not private.
+  """
+  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  base = get(control_of(spec.name))
+  base_plan = base.build(base, dataclasses.replace(
+      s, record_messages=False, insecure_test_seed=None))
+  clip = base_plan.params['l2_clip']
+  full = _full_model_bits(s.value_type)
+  return AggregatorPlan(
+      spec.name, tff.aggregators.DifferentiallyPrivateFactory.gaussian_fixed(
+          noise_multiplier=0.0, clients_per_round=s.clients_per_round,
+          clip=clip),
+      private=False, sampling=spec.sampling,
+      params=dict(control_of=base.name, l2_clip=clip, noise_multiplier=0.0),
+      upload_bits_per_client=full, download_bits_per_client=full,
+      control_of=base.name)
+
+
 def _num_elements(value_type) -> int:
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
@@ -341,3 +383,9 @@ for _spec in (
                    build=_build_fedavg),
 ):
   register(_spec)
+
+for _base in ('dp_rec', 'dp_fedavg', 'ddgauss16', 'ddgauss12'):
+  register(AggregatorSpec(
+      _base + NO_NOISE_SUFFIX, private=False, supports_history=False,
+      needs_test_context=False, sampling=get(_base).sampling,
+      build=_build_no_noise))

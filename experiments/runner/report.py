@@ -126,7 +126,7 @@ def markdown_table(records: Sequence[dict],
   ]
   for row in rows:
     lines.append(
-        f"| {row['aggregator']} | {_metric_cell(row)} | "
+        f"| {display_name(row['aggregator'])} | {_metric_cell(row)} | "
         f"{_number(row['epsilon'])} | "
         f"{_number(row['local_epsilon_per_participation'])} | "
         f"{row['accounting'] or '-'} | {row['rounds']} | "
@@ -379,21 +379,38 @@ def baselines(context: dict):
       yield name, context[key]
 
 
+NO_NOISE_SUFFIX = '_no_noise'  # plans.NO_NOISE_SUFFIX
+
+
+def display_name(aggregator: str) -> str:
+  """'dp_rec_no_noise' -> 'dp_rec (no noise)'; other names unchanged."""
+  if aggregator.endswith(NO_NOISE_SUFFIX):
+    return aggregator[:-len(NO_NOISE_SUFFIX)] + ' (no noise)'
+  return aggregator
+
+
 def _difference_lines(rows: Sequence[dict], context: dict) -> list[str]:
   """One bullet per private aggregator: its lead over the baselines."""
   references = []
   if context.get('frequent_tags') is not None:
     references.append(('frequent tags', context['frequent_tags'], 0.0))
+  if context.get('initial_metric') is not None:
+    references.append(('initial model', context['initial_metric'], 0.0))
   reference = next((r for r in rows if r['aggregator'] == REFERENCE), None)
   if reference is not None:
     references.append(
         (REFERENCE, reference['metric_mean'], reference['metric_se']))
+  by_name = {r['aggregator']: r for r in rows}
   lines = []
   for row in rows:
     if row['epsilon'] is None:
       continue
     parts = []
-    for name, mean, se in references:
+    control = by_name.get(row['aggregator'] + NO_NOISE_SUFFIX)
+    own = [] if control is None else [(display_name(control['aggregator']),
+                                       control['metric_mean'],
+                                       control['metric_se'])]
+    for name, mean, se in references + own:
       if name == row['aggregator']:
         continue
       diff = 100 * (row['metric_mean'] - mean)
@@ -447,7 +464,7 @@ def _draw_line(ax, name: str, seed_curves: Sequence[list],
           markersize=3 + 2 * dash, markerfacecolor='none' if dash else None,
           markevery=max(1, len(x) // _MAX_MARKERS),
           linestyle=_LINESTYLES[dash % len(_LINESTYLES)], linewidth=1.4,
-          label=f"{name} ({n} seed{'' if n == 1 else 's'})")
+          label=f"{display_name(name)} ({n} seed{'' if n == 1 else 's'})")
   if n > 1:
     ax.fill_between(x, [m - s for m, s in zip(y, se)],
                     [m + s for m, s in zip(y, se)], color=f'C{style % 10}',

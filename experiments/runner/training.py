@@ -105,7 +105,7 @@ def build_process(task: tasks_lib.Task, aggregator_plan, client_lr: float,
   # Private runs release no client training metrics: they would leave the
   # clients outside the DP mechanism.
   metrics = {}
-  if aggregator_plan.private:
+  if aggregator_plan.private_setting:
     metrics['metrics_aggregator'] = learning.no_client_metrics
   return tff.learning.algorithms.build_unweighted_fed_avg(
       task.baseline.model_fn,
@@ -142,7 +142,8 @@ def run(config: config_lib.RunConfig, print_fn=print,
   _PHASES.clear()
   worker_reaper.install()
   task = tasks_lib.create_task(config.task, config.data_dir,
-                               embedded_config=config.embedded_config)
+                               embedded_config=config.embedded_config,
+                               population=config.population)
   config = config.resolved(task)
   task_dir = _prepare_output_dir(config)
   print_fn(f'[{task.name}] data: {task.data_source}. {task.data_note}')
@@ -276,13 +277,14 @@ def _build_aggregator(task, config, plan, pool, print_fn) -> _Built:
     print_fn(f'[{task.name}/{name}] WARNING: insecure test mode: client '
              'seeds are deterministic functions of their updates; the '
              'privacy guarantee does not hold.')
-  server_lr = config.server_lr_for(task, plan.private)
+  server_lr = config.server_lr_for(task, plan.private_setting)
   print_fn(f'[{task.name}/{name}] parameters: {plan.params}, '
            f'client_lr={config.client_lr}, server_lr={server_lr}, '
-           f'server optimizer {_optimizer_name(task, config, plan.private)}')
+           f'server optimizer '
+           f'{_optimizer_name(task, config, plan.private_setting)}')
   set_context(plan, pool)
   server_optimizer = server_optimizer_for(task, server_lr, config,
-                                          plan.private)
+                                          plan.private_setting)
   process = task.learning_process(
       build_process(task, plan, config.client_lr, server_optimizer))
   return _Built(plan, process, server_optimizer, use_history, server_lr)
@@ -410,6 +412,10 @@ def _fingerprint_config(task, config, plan, server_lr, use_history) -> dict:
       server_lr=server_lr, history=use_history,
       verify_clients=config.verify_clients,
       insecure_test_seed=config.insecure_test_seed,
+      # Clients made on demand came after the first checkpoints: named only
+      # then (a stored and a made population of equal size differ).
+      **({'population_source': task.population_source}
+         if task.population_source != 'stored' else {}),
       # Poisson sampling came after the first checkpoints: only it is named,
       # so that the others' fingerprints (and their resumes) are unchanged,
       # and a DP-FedAvg run of the fixed-size sampler is refused.
@@ -483,7 +489,7 @@ def sample_clients(rng: np.random.Generator, client_ids, clients_per_round: int,
   probability B/N: the round has B clients on average, possibly none (the
   aggregators then release noise alone, as their accounting assumes).
   """
-  client_ids = np.array(client_ids)
+  client_ids = np.asarray(client_ids)
   if sampling == plans.POISSON:
     rate = clients_per_round / len(client_ids)
     return client_ids[rng.random(len(client_ids)) < rate]

@@ -87,7 +87,8 @@ def measure_path(task, config, plan, path: str, sampled) -> Row:
   if path not in PATHS:
     raise ValueError(f'path must be one of {PATHS}, found {path!r}.')
   server_optimizer = training.server_optimizer_for(
-      task, config.server_lr_for(task, plan.private), config, plan.private)
+      task, config.server_lr_for(task, plan.private_setting), config,
+      plan.private_setting)
   loop = tff.learning.LoopImplementation
   if path == 'fast':
     process = task.learning_process(training.build_process(

@@ -1,0 +1,78 @@
+"""`<method>_no_noise` control rows: the method's clip and sampling, no noise."""
+
+import types
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from experiments.data import tasks
+from experiments.runner import config as config_lib
+from experiments.runner import plans
+from experiments.runner import training
+
+_SETTING = dict(value_type=tff.to_type([tff.TensorType(np.float32, [3])]),
+                population=1000, clients_per_round=4, rounds=5, delta=1e-4,
+                target_epsilon=4.0, bits=4, grouping='network',
+                noise_stddev=0.1, l2_clip=0.3)
+
+
+class ControlPlanTest(tf.test.TestCase):
+
+  def test_controls_take_the_methods_clip_and_sampling(self):
+    for base in ('dp_rec', 'dp_fedavg', 'ddgauss16'):
+      method = plans.plan(base, **_SETTING)
+      control = plans.plan(base + plans.NO_NOISE_SUFFIX, **_SETTING)
+      self.assertEqual(control.params['l2_clip'], method.params['l2_clip'])
+      self.assertEqual(control.sampling, method.sampling)
+      self.assertFalse(control.private)
+      self.assertTrue(control.private_setting)
+      self.assertEqual(control.control_of, base)
+      self.assertIsNone(control.epsilon_after)
+    # DP-REC's clip is c * sigma, with its calibrated c.
+    dp_rec = plans.plan('dp_rec', **_SETTING)
+    self.assertAllClose(
+        plans.plan('dp_rec_no_noise', **_SETTING).params['l2_clip'],
+        dp_rec.params['clip_ratio'] * _SETTING['noise_stddev'])
+
+  def test_control_averages_clipped_updates_exactly(self):
+    control = plans.plan('dp_fedavg_no_noise', **_SETTING)
+    process = control.factory.create(_SETTING['value_type'])
+    values = [[np.array([3.0, 4.0, 0.0], np.float32)],  # norm 5: clipped
+              [np.array([0.1, 0.0, 0.2], np.float32)]]  # within the clip
+    output = process.next(process.initialize(), values)
+    clip = _SETTING['l2_clip']
+    expected = (values[0][0] * clip / 5.0 + values[1][0]) / 4  # Denominator B.
+    self.assertAllClose(output.result[0], expected, rtol=1e-6)
+
+  def test_controls_train_with_the_private_optimizer(self):
+    task = types.SimpleNamespace(defaults=tasks.defaults('stackoverflow_lr'))
+    config = config_lib.RunConfig(task='stackoverflow_lr',
+                                  aggregators=('dp_fedavg_no_noise',))
+    control = types.SimpleNamespace(private=False, private_setting=True)
+    fedavg = types.SimpleNamespace(private=False, private_setting=False)
+    d = task.defaults
+    self.assertEqual(config.server_lr_for(task, control.private_setting),
+                     d.private_server_lr)
+    self.assertEqual(
+        training._optimizer_name(task, config, control.private_setting),  # pylint: disable=protected-access
+        d.private_server_optimizer)
+    self.assertEqual(
+        training._optimizer_name(task, config, fedavg.private_setting),  # pylint: disable=protected-access
+        d.server_optimizer)
+
+  def test_registry_and_errors(self):
+    for base in plans.private_names():
+      self.assertIn(base + plans.NO_NOISE_SUFFIX, plans.names())
+      self.assertEqual(plans.control_of(base + plans.NO_NOISE_SUFFIX), base)
+    self.assertIsNone(plans.control_of('dp_rec'))
+    with self.assertRaisesRegex(ValueError, "unknown 'dp_rec_no_nois'"):
+      config_lib.RunConfig(task='stackoverflow_lr',
+                           aggregators=('dp_rec_no_nois',))
+    # DP-REC's fixed clip ratio applies to its control too.
+    config_lib.RunConfig(task='stackoverflow_lr',
+                         aggregators=('dp_rec_no_noise',), clip_ratio=1.0)
+
+
+if __name__ == '__main__':
+  tf.test.main()
