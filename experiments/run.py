@@ -3,9 +3,10 @@
   python -m experiments.run --task=stackoverflow_lr
 
 runs DP-REC, DDGauss (16 bits) and DP-FedAvg calibrated to epsilon = 1 at
-delta = N^-1.1 on the embedded StackOverflow data (or the real data when it is
-in --data_dir), and writes per-round metrics, summary.json, table.md and two
-plots to --output_dir.
+delta = N^-1.1, each with its no-noise control, and FedAvg, on the embedded
+StackOverflow data (342,477 training clients made on demand; or the real data
+when it is in --data_dir), and writes per-round metrics, summary.json,
+table.md and plots to --output_dir.
 """
 
 import math
@@ -23,8 +24,12 @@ _TASK = flags.DEFINE_string(
     'task', 'stackoverflow_lr',
     'stackoverflow_lr, emnist, shakespeare, mnist or digits.')
 _AGGREGATORS = flags.DEFINE_list(
-    'aggregators', ['dp_rec', 'ddgauss16', 'dp_fedavg', 'fedavg'],
-    'Comma-separated: dp_rec, rec, dp_fedavg, ddgauss16, ddgauss12, fedavg.')
+    'aggregators', ['dp_rec', 'dp_rec_no_noise', 'ddgauss16',
+                    'ddgauss16_no_noise', 'dp_fedavg', 'dp_fedavg_no_noise',
+                    'fedavg'],
+    'Comma-separated: dp_rec, rec, dp_fedavg, ddgauss16, ddgauss12, fedavg, '
+    'and <private method>_no_noise: the method\'s clip and sampling without '
+    'noise (a control row: the cost of clipping apart from privacy).')
 _ROUNDS = flags.DEFINE_integer('rounds', None, 'Rounds (task default).')
 _CLIENTS_PER_ROUND = flags.DEFINE_integer('clients_per_round', None,
                                           'Clients per round (task default).')

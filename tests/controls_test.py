@@ -61,6 +61,34 @@ class ControlPlanTest(tf.test.TestCase):
         training._optimizer_name(task, config, fedavg.private_setting),  # pylint: disable=protected-access
         d.server_optimizer)
 
+  def test_auto_bits_is_the_smallest_with_the_margin(self):
+    asked = []
+
+    def calibrate_c(bits):  # Falls with bits, as calibrations do.
+      asked.append(bits)
+      return 3.0 - 0.2 * bits
+
+    bits, c = plans.auto_bits(calibrate_c)
+    margin = plans.REC_MARGIN_NATS
+    self.assertGreaterEqual(bits * np.log(2), c * c / 2 + margin)
+    smaller = bits - 1
+    self.assertLess(smaller * np.log(2),
+                    calibrate_c(smaller) ** 2 / 2 + margin)
+    self.assertEqual(asked[0], int(np.ceil(margin / np.log(2))))
+    # Capped: a c too large for any allowed bits gets the cap.
+    self.assertEqual(plans.auto_bits(lambda b: 10.0),
+                     (plans.MAX_AUTO_BITS, 10.0))
+
+  def test_dp_rec_plan_picks_bits_from_c(self):
+    plan = plans.plan('dp_rec', **dict(_SETTING, bits=None))
+    c, bits = plan.params['clip_ratio'], plan.params['bits']
+    self.assertTrue(plan.params['bits_from_c'])
+    self.assertGreaterEqual(bits * np.log(2),
+                            c * c / 2 + plans.REC_MARGIN_NATS)
+    self.assertEqual(plan.upload_bits_per_client,
+                     plans.plan('dp_rec', **dict(_SETTING, bits=bits))
+                     .upload_bits_per_client)
+
   def test_registry_and_errors(self):
     for base in plans.private_names():
       self.assertIn(base + plans.NO_NOISE_SUFFIX, plans.names())

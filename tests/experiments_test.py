@@ -219,7 +219,7 @@ class MainJobPipelineTest(tf.test.TestCase):
     records = training.run_experiment(
         task_name='stackoverflow_lr', aggregators=names, data_dir=data_dir,
         output_dir=output_dir, rounds=3, clients_per_round=4, num_seeds=2,
-        seed=5, target_epsilon=8.0, eval_every=2, progress=False,
+        seed=5, target_epsilon=8.0, eval_every=2, progress=False, bits=4,
         embedded_config=_TINY, print_fn=lambda *a: None)
     task_dir = os.path.join(output_dir, 'stackoverflow_lr')
     self.assertEqual([(r['aggregator'], r['seed']) for r in records],

@@ -14,6 +14,7 @@ from typing import Any, Callable, Optional
 from experiments.runner import calibration_cache
 
 FLOAT_BITS = 32
+PAPER_BITS = 7  # REC's bits where they are not chosen from c.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -25,7 +26,7 @@ class PlanSetting:
   rounds: int
   target_epsilon: float
   delta: float
-  bits: int
+  bits: Optional[int]  # None: DP-REC picks them from c (`auto_bits`).
   grouping: Any
   noise_stddev: float
   l2_clip: float
@@ -136,27 +137,77 @@ def plan(name: str, **setting) -> AggregatorPlan:
   return spec.build(spec, PlanSetting(**setting))
 
 
+# Bits chosen from c (`bits=None` for DP-REC): the smallest b whose K = 2^b
+# candidates exceed exp(KL + margin), KL <= c^2 / 2 nats being the divergence
+# of a clipped update's posterior from the prior. Importance sampling needs
+# about exp(KL + t) samples, its error falling like exp(-t / 4) (Chatterjee
+# and Diaconis 2018, Thm. 1.1; Havasi et al. 2019 for REC); t = 2 nats
+# (each bit more doubles the encode's time: 7 bits instead of 5 made the
+# main job's DP-REC rounds 2.3 s instead of about 1 s).
+# At most 8 bits: the encode generates 2^bits candidates of the group's size
+# (256 x 50,050 normals, about 0.1 s per client here); a larger c needs more
+# groups (`grouping`) rather than more bits per group.
+REC_MARGIN_NATS = 2.0
+MAX_AUTO_BITS = 8
+
+
+def auto_bits(calibrate_c) -> tuple:
+  """(bits, c): the smallest bits with bits * ln 2 >= c(bits)^2 / 2 + margin.
+
+  `calibrate_c(bits)` is DP-REC's calibrated clip ratio at `bits`, which
+  falls as bits grow, so the condition, once met, holds for every larger b.
+  """
+  bits = max(1, math.ceil(REC_MARGIN_NATS / math.log(2)))
+  while True:
+    c = calibrate_c(bits)
+    if bits * math.log(2) >= c * c / 2 + REC_MARGIN_NATS or (
+        bits >= MAX_AUTO_BITS):
+      return bits, c
+    bits += 1
+
+
 def _build_rec(spec, s):
-  """DP-REC (`dp_rec`) or compression-only REC (`rec`)."""
+  """DP-REC (`dp_rec`) or compression-only REC (`rec`).
+
+  `s.bits` None: DP-REC picks its bits from its clip ratio (`auto_bits`);
+  compression-only REC then uses 7 bits (the paper's).
+  """
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
   from tff_dprec import accounting  # pylint: disable=g-import-not-at-top
   from tff_dprec.aggregators import dp_rec  # pylint: disable=g-import-not-at-top
+
+  def num_groups_at(bits):
+    return dp_rec.DPRecSumFactory(
+        noise_stddev=s.noise_stddev, l2_clip=1.0, bits=bits,
+        grouping=s.grouping).num_groups(s.value_type)
+
+  def calibrated_c(bits):
+    message = dict(bits=bits, num_groups=num_groups_at(bits),
+                   accounting=s.accounting)
+    return calibration_cache.calibrate(
+        'dp_rec_clip_ratio', accounting.calibrate_clip_ratio,
+        lambda c: accounting.dp_rec_epsilon(
+            clip_ratio=c, rounds=s.rounds, **message, **s.common),
+        s.target_epsilon, rounds=s.rounds, **message, **s.common)
+
+  bits, c = s.bits, None
+  if bits is None:
+    if spec.private and s.clip_ratio is None:
+      bits, c = auto_bits(calibrated_c)
+    else:
+      bits = PAPER_BITS
   probe = dp_rec.DPRecSumFactory(noise_stddev=s.noise_stddev, l2_clip=1.0,
-                                 bits=s.bits, grouping=s.grouping)
+                                 bits=bits, grouping=s.grouping)
   num_groups = probe.num_groups(s.value_type)
-  params = dict(noise_stddev=s.noise_stddev, bits=s.bits,
+  params = dict(noise_stddev=s.noise_stddev, bits=bits,
                 grouping=s.grouping, num_groups=num_groups,
-                total_bits=s.bits * num_groups)
+                total_bits=bits * num_groups)
   clip, epsilon_after, label, local_epsilon = None, None, None, None
   if spec.private:
-    message = dict(bits=s.bits, num_groups=num_groups,
+    message = dict(bits=bits, num_groups=num_groups,
                    accounting=s.accounting)
     if s.clip_ratio is None:
-      c = calibration_cache.calibrate(
-          'dp_rec_clip_ratio', accounting.calibrate_clip_ratio,
-          lambda c: accounting.dp_rec_epsilon(
-              clip_ratio=c, rounds=s.rounds, **message, **s.common),
-          s.target_epsilon, rounds=s.rounds, **message, **s.common)
+      c = c if c is not None else calibrated_c(bits)
     else:
       c = s.clip_ratio
       _check_within_budget('clip_ratio', c, accounting.dp_rec_epsilon(
@@ -164,9 +215,11 @@ def _build_rec(spec, s):
     clip = c * s.noise_stddev
     params = dict(params, clip_ratio=c, l2_clip=clip,
                   accounting=accounting.canonical(s.accounting))
+    if s.bits is None:
+      params['bits_from_c'] = True
     label = f'dp_rec_{accounting.canonical(s.accounting)}'
     local_epsilon = accounting.dp_rec_local_epsilon(
-        clip_ratio=c, delta=s.delta, bits=s.bits, num_groups=num_groups,
+        clip_ratio=c, delta=s.delta, bits=bits, num_groups=num_groups,
         accounting=_proven(s.accounting))
 
     @functools.lru_cache(maxsize=None)  # The loop asks twice per round.
@@ -177,7 +230,7 @@ def _build_rec(spec, s):
                                        **s.common)
 
   rec_sum = dp_rec.DPRecSumFactory(
-      s.noise_stddev, clip, bits=s.bits, grouping=s.grouping,
+      s.noise_stddev, clip, bits=bits, grouping=s.grouping,
       record_messages=s.record_messages,
       insecure_test_seed=s.insecure_test_seed)
   return AggregatorPlan(
