@@ -30,6 +30,7 @@ test: setup
 bench: setup
 	$(PY) -m experiments.bench codec
 	$(PY) -m experiments.bench history
+	$(PY) -m experiments.bench rounds
 
 clean:
 	rm -rf $(VENV) output

@@ -1,11 +1,10 @@
 """`<method>_no_noise` control rows: the method's clip and sampling, no noise."""
 
-import types
-
 import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from experiments.data import stackoverflow_data
 from experiments.data import tasks
 from experiments.runner import config as config_lib
 from experiments.runner import plans
@@ -46,20 +45,28 @@ class ControlPlanTest(tf.test.TestCase):
     self.assertAllClose(output.result[0], expected, rtol=1e-6)
 
   def test_controls_train_with_the_private_optimizer(self):
-    task = types.SimpleNamespace(defaults=tasks.defaults('stackoverflow_lr'))
-    config = config_lib.RunConfig(task='stackoverflow_lr',
-                                  aggregators=('dp_fedavg_no_noise',))
-    control = types.SimpleNamespace(private=False, private_setting=True)
-    fedavg = types.SimpleNamespace(private=False, private_setting=False)
+    data_dir = self.create_tempdir().full_path
+    tiny = dict(seed=1, train_clients=8, heldout_clients=2, test_clients=2,
+                num_words=200, num_tags=20, num_topics=4, mean_examples=8.0,
+                std_examples=10.0, max_examples=50)
+    stackoverflow_data.generate(data_dir, tiny)
+    task = tasks.create_task('stackoverflow_lr', data_dir,
+                             embedded_config=tiny, population='stored')
     d = task.defaults
-    self.assertEqual(config.server_lr_for(task, control.private_setting),
-                     d.private_server_lr)
-    self.assertEqual(
-        training._optimizer_name(task, config, control.private_setting),  # pylint: disable=protected-access
-        d.private_server_optimizer)
-    self.assertEqual(
-        training._optimizer_name(task, config, fedavg.private_setting),  # pylint: disable=protected-access
-        d.server_optimizer)
+    for name, lr in (('dp_fedavg_no_noise', d.private_server_lr),
+                     ('dp_fedavg', d.private_server_lr),
+                     ('fedavg', d.server_lr)):
+      config = config_lib.RunConfig(
+          task='stackoverflow_lr', aggregators=(name,), bits=4, rounds=2,
+          clients_per_round=4, target_epsilon=8.0).resolved(task)
+      plan = training.plan_for(task, config, name, record_messages=False)
+      lines = []
+      built = training._build_aggregator(task, config, plan, None,  # pylint: disable=protected-access
+                                         lines.append)
+      self.assertEqual(built.server_lr, lr, msg=name)
+      optimizer = (d.server_optimizer if name == 'fedavg' else
+                   d.private_server_optimizer)
+      self.assertIn(f'server optimizer {optimizer}', lines[-1], msg=name)
 
   def test_auto_bits_is_the_smallest_with_the_margin(self):
     asked = []
@@ -68,16 +75,38 @@ class ControlPlanTest(tf.test.TestCase):
       asked.append(bits)
       return 3.0 - 0.2 * bits
 
-    bits, c = plans.auto_bits(calibrate_c)
+    bits, c, met = plans.auto_bits(calibrate_c)
+    self.assertTrue(met)
     margin = plans.REC_MARGIN_NATS
     self.assertGreaterEqual(bits * np.log(2), c * c / 2 + margin)
     smaller = bits - 1
     self.assertLess(smaller * np.log(2),
                     calibrate_c(smaller) ** 2 / 2 + margin)
     self.assertEqual(asked[0], int(np.ceil(margin / np.log(2))))
-    # Capped: a c too large for any allowed bits gets the cap.
+    # Capped: a c too large for any allowed bits gets the cap, flagged.
     self.assertEqual(plans.auto_bits(lambda b: 10.0),
-                     (plans.MAX_AUTO_BITS, 10.0))
+                     (plans.MAX_AUTO_BITS, 10.0, False))
+
+    # Bit widths the calibration refuses are skipped; all refused: raised.
+    def refuses_few_bits(bits):
+      if bits < 6:
+        raise ValueError(f'unreachable at {bits} bits')
+      return 1.0
+
+    self.assertEqual(plans.auto_bits(refuses_few_bits), (6, 1.0, True))
+    with self.assertRaisesRegex(
+        ValueError, f'unreachable at {plans.MAX_AUTO_BITS - 10} bits'):
+      plans.auto_bits(lambda b: refuses_few_bits(b - 10))
+
+  def test_fixed_clip_ratio_takes_its_bits_from_it(self):
+    plan = plans.plan('dp_rec', **dict(_SETTING, bits=None, clip_ratio=0.5,
+                                       target_epsilon=50.0))
+    # c = 0.5: 0.125 nats + 2: 3 bits (the smallest tried) suffice.
+    self.assertEqual(plan.params['bits'], 3)
+    self.assertTrue(plan.params['bits_from_c'])
+    self.assertEqual(
+        plans.plan('rec', **dict(_SETTING, bits=None)).params['bits'],
+        plans.PAPER_BITS)
 
   def test_dp_rec_plan_picks_bits_from_c(self):
     plan = plans.plan('dp_rec', **dict(_SETTING, bits=None))

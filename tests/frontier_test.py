@@ -29,6 +29,13 @@ class FrontierTest(tf.test.TestCase):
     with self.assertRaisesRegex(ValueError, '--x is empty'):
       frontier.parse_sizes([], 'x')
 
+  def test_noise_stddev_scaling_keeps_the_averaged_noise(self):
+    sigma = frontier.noise_stddev_for(640, 40, 0.006)
+    self.assertAllClose(sigma, 0.024)
+    # sigma / sqrt(B): the noise of the mean, equal at both sizes.
+    self.assertAllClose(sigma / 640**0.5, 0.006 / 40**0.5)
+    self.assertEqual(frontier.noise_stddev_for(40, 40, 0.006), 0.006)
+
   def test_summary_table_and_figure(self):
     points = [
         (40, [_record('dp_rec', 0.10, 1e-6, 1e-4, seed=0),

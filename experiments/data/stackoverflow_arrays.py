@@ -16,8 +16,9 @@ sampled clients. A client's training data is then put in a seeded random order
 and truncated to `max_elements` (`client_orders`), and batched, as TFF's
 `create_preprocess_fn` does with its shuffle. `ClientTensors` hands the round
 CSR tensors and builds the datasets inside it (`dataset_computation`);
-`ClientDatasets` builds the same datasets in Python (the reference, and the
-path TFF's own loaders take, 3x slower per round).
+`ClientDatasets` builds the same datasets in Python (the reference: the
+round path before the fast one, 2 to 2.5 times slower per round with TFF's
+default client loop, `python -m experiments.bench rounds`).
 
 The arrays are cached next to the SQLite file (`stackoverflow_arrays.npz`),
 keyed by the file's size and modification time and by the vocabularies.
@@ -153,6 +154,11 @@ class _ClientData:
     self._source = source
     self._batch_size = batch_size
     self._max_elements = max_elements
+
+  @property
+  def source(self):
+    """Where the clients' examples come from (`client_examples`)."""
+    return self._source
 
   def _ordered(self, client_ids, seed):
     """Per client: (word_ids, word_offsets, tags) of its ordered examples."""

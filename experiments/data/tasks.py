@@ -231,8 +231,8 @@ def create_task(task_name: str,
     clients = arrays['train']
     if population != STORED:
       clients = stackoverflow_population.Population(
-          population or stackoverflow_population.PAPER_POPULATION, *vocab,
-          embedded_config=embedded_config)
+          stackoverflow_population.PAPER_POPULATION if population is None
+          else population, *vocab, embedded_config=embedded_config)
       client_ids, population_source = clients.client_ids, 'on demand'
       note += (f' Training clients: {clients.size}, each made on demand '
                'from the same generator (validation and test: the stored '

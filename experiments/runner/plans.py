@@ -152,18 +152,30 @@ MAX_AUTO_BITS = 8
 
 
 def auto_bits(calibrate_c) -> tuple:
-  """(bits, c): the smallest bits with bits * ln 2 >= c(bits)^2 / 2 + margin.
+  """(bits, c, met): the smallest bits with bits ln 2 >= c(bits)^2 / 2 + margin.
 
-  `calibrate_c(bits)` is DP-REC's calibrated clip ratio at `bits`, which
-  falls as bits grow, so the condition, once met, holds for every larger b.
+  `calibrate_c(bits)` is DP-REC's clip ratio at `bits` (calibrated, which
+  falls as bits grow under the proven accountings, or fixed); a bit width it
+  refuses (a target out of reach) is skipped. `met` is False when the cap
+  `MAX_AUTO_BITS` is reached without the margin.
+
+  Raises:
+    The last refusal of `calibrate_c` when every bit width up to the cap is
+    refused.
   """
-  bits = max(1, math.ceil(REC_MARGIN_NATS / math.log(2)))
-  while True:
-    c = calibrate_c(bits)
-    if bits * math.log(2) >= c * c / 2 + REC_MARGIN_NATS or (
-        bits >= MAX_AUTO_BITS):
-      return bits, c
-    bits += 1
+  error, c = None, None
+  for bits in range(max(1, math.ceil(REC_MARGIN_NATS / math.log(2))),
+                    MAX_AUTO_BITS + 1):
+    try:
+      c = calibrate_c(bits)
+    except ValueError as e:  # TargetUnreachable, OverheadExceedsDelta.
+      error, c = e, None
+      continue
+    if bits * math.log(2) >= c * c / 2 + REC_MARGIN_NATS:
+      return bits, c, True
+  if c is None:
+    raise error
+  return MAX_AUTO_BITS, c, False
 
 
 def _build_rec(spec, s):
@@ -190,12 +202,14 @@ def _build_rec(spec, s):
             clip_ratio=c, rounds=s.rounds, **message, **s.common),
         s.target_epsilon, rounds=s.rounds, **message, **s.common)
 
-  bits, c = s.bits, None
+  bits, c, margin_met = s.bits, None, None
   if bits is None:
-    if spec.private and s.clip_ratio is None:
-      bits, c = auto_bits(calibrated_c)
-    else:
+    if not spec.private:
       bits = PAPER_BITS
+    elif s.clip_ratio is None:
+      bits, c, margin_met = auto_bits(calibrated_c)
+    else:
+      bits, _, margin_met = auto_bits(lambda _: s.clip_ratio)
   probe = dp_rec.DPRecSumFactory(noise_stddev=s.noise_stddev, l2_clip=1.0,
                                  bits=bits, grouping=s.grouping)
   num_groups = probe.num_groups(s.value_type)
@@ -215,8 +229,11 @@ def _build_rec(spec, s):
     clip = c * s.noise_stddev
     params = dict(params, clip_ratio=c, l2_clip=clip,
                   accounting=accounting.canonical(s.accounting))
-    if s.bits is None:
+    if margin_met is not None:
       params['bits_from_c'] = True
+      if not margin_met:
+        # The cap: the coding may limit (more groups would not).
+        params['bits_margin_met'] = False
     label = f'dp_rec_{accounting.canonical(s.accounting)}'
     local_epsilon = accounting.dp_rec_local_epsilon(
         clip_ratio=c, delta=s.delta, bits=bits, num_groups=num_groups,

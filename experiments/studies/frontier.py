@@ -5,7 +5,8 @@ r"""Utility against communication: can cheap messages buy back DP-REC's noise?
 At one privacy target (epsilon 1) and the same number of rounds T, runs
 DP-REC with B in `--dp_rec_clients` (40, 160, 640) clients per round, and
 DP-FedAvg and DDGauss16 with `--baseline_clients` (40), each calibrated to
-the target at its own B, through `experiments.run`'s training loop
+the target at its own B (DP-REC's prior sigma scaled as sqrt(B / 40):
+`noise_stddev_for`), through `experiments.run`'s training loop
 (`training.run`; each B in `<output_dir>/B<B>/`, so each resumes on its
 own). DP-REC's messages are 100-1000x smaller than a model, so it can
 afford more clients per round at the same traffic; more clients average
@@ -26,10 +27,12 @@ import time
 
 from absl import app
 from absl import flags
+from absl import logging
 # As in experiments.run: Keras models built after a TensorFlow import under
 # `app.run` fail to build (empty inbound nodes).
-import tensorflow as tf  # pylint: disable=unused-import
+import tensorflow as tf
 
+from experiments.data import tasks
 from experiments.runner import config as config_lib
 from experiments.runner import report
 
@@ -60,6 +63,21 @@ def plan_runs(dp_rec_clients, baseline_clients, baselines) -> dict:
     runs.setdefault(b, []).extend(a for a in baselines
                                   if a not in runs.get(b, []))
   return dict(sorted(runs.items()))
+
+
+def noise_stddev_for(clients: int, reference_clients: int,
+                     noise_stddev: float) -> float:
+  """DP-REC's prior sigma at `clients` per round, from the tuned one.
+
+  sigma sqrt(reference / clients): the noise of the averaged update
+  (sigma / sqrt(B) per coordinate) stays at the level tuned at the
+  reference B, and the clip c sigma, the signal, grows as sqrt(B /
+  reference). With sigma unchanged the step c sigma times the rate stays the
+  small one tuned against B = 40's noise, and more clients would only
+  average noise that no longer limits (the main job's no-noise control
+  learns no more at that step).
+  """
+  return noise_stddev * (clients / reference_clients)**0.5
 
 
 def summarize(points) -> list[dict]:
@@ -151,17 +169,29 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
   start = time.time()
+  # As experiments.run: per-round checkpoint INFO lines drown the output;
+  # --verbosity=0 brings them back.
+  if not flags.FLAGS['verbosity'].present:
+    logging.set_verbosity(logging.WARNING)
+    tf.get_logger().setLevel('WARNING')
   try:
     runs = plan_runs(parse_sizes(_DP_REC_CLIENTS.value, 'dp_rec_clients'),
                      parse_sizes(_BASELINE_CLIENTS.value, 'baseline_clients'),
                      tuple(_BASELINES.value))
-    configs = [config_lib.RunConfig(
-        task=_TASK.value, aggregators=tuple(aggregators),
-        data_dir=_DATA_DIR.value,
-        output_dir=os.path.join(_OUTPUT_DIR.value, f'B{clients}'),
-        clients_per_round=clients, rounds=_ROUNDS.value,
-        target_epsilon=_TARGET_EPSILON.value, num_seeds=_NUM_SEEDS.value,
-        progress=False) for clients, aggregators in runs.items()]
+    reference = min(parse_sizes(_BASELINE_CLIENTS.value, 'baseline_clients'))
+    sigma = tasks.defaults(_TASK.value).noise_stddev
+    configs = []
+    for clients, aggregators in runs.items():
+      scaled = {}
+      if _SCALE_NOISE_STDDEV.value and clients != reference:
+        scaled['noise_stddev'] = noise_stddev_for(clients, reference, sigma)
+      configs.append(config_lib.RunConfig(
+          task=_TASK.value, aggregators=tuple(aggregators),
+          data_dir=_DATA_DIR.value,
+          output_dir=os.path.join(_OUTPUT_DIR.value, f'B{clients}'),
+          clients_per_round=clients, rounds=_ROUNDS.value,
+          target_epsilon=_TARGET_EPSILON.value, num_seeds=_NUM_SEEDS.value,
+          progress=False, **scaled))
   except (TypeError, ValueError) as e:
     print(f'error: {e}', file=sys.stderr)
     sys.exit(2)
@@ -185,6 +215,7 @@ def _define_flags():
   # pylint: disable=global-statement
   global _TASK, _DP_REC_CLIENTS, _BASELINE_CLIENTS, _BASELINES, _ROUNDS
   global _TARGET_EPSILON, _NUM_SEEDS, _DATA_DIR, _OUTPUT_DIR
+  global _SCALE_NOISE_STDDEV
   _TASK = flags.DEFINE_enum('task', 'stackoverflow_lr', config_lib.TASKS,
                             'Task.')
   _DP_REC_CLIENTS = flags.DEFINE_list(
@@ -197,6 +228,11 @@ def _define_flags():
                                  'Rounds, the same for all (task default).')
   _TARGET_EPSILON = flags.DEFINE_float('target_epsilon', 1.0,
                                        'Privacy target.')
+  _SCALE_NOISE_STDDEV = flags.DEFINE_bool(
+      'scale_noise_stddev', True,
+      "DP-REC's prior sigma times sqrt(B / the baselines' B), so that its "
+      'averaged noise stays at the level tuned at that B and its clip grows '
+      '(noise_stddev_for); --noscale_noise_stddev keeps the tuned sigma.')
   _NUM_SEEDS = flags.DEFINE_integer('num_seeds', 3, 'Seeds per point.')
   _DATA_DIR = flags.DEFINE_string('data_dir', 'data_cache', 'Data directory.')
   _OUTPUT_DIR = flags.DEFINE_string('output_dir', 'output/frontier',

@@ -1,7 +1,8 @@
 """`python -m experiments.bench rounds`: client-rounds per second through TFF.
 
 For each aggregator, at the main job's setting (embedded SO-LR, B clients per
-round, calibrated at epsilon 1), runs `rounds` rounds of the real iterative
+round, calibrated at epsilon 1 for the main job's rounds, so DP-REC has its
+bits), runs `rounds` rounds of the real iterative
 process (`experiments.runner.training.build_process`, the run's execution
 context) along two paths, with the same sampled clients and example orders:
 
@@ -99,7 +100,7 @@ def measure_path(task, config, plan, path: str, sampled) -> Row:
         task, plan, config.client_lr, server_optimizer,
         loop_implementation=loop.DATASET_REDUCE)
     make_input = stackoverflow_arrays.ClientDatasets(
-        task.arrays['train'], task.defaults.batch_size,
+        task.client_data.source, task.defaults.batch_size,
         stackoverflow_arrays_max_elements())
   training.set_context(plan, None)
   state = process.initialize()
@@ -145,7 +146,7 @@ def local_training_floor(task, client_lr: float, sampled, repeats: int = 3):
   from experiments.data import stackoverflow_arrays  # pylint: disable=g-import-not-at-top
   from experiments.runner import training  # pylint: disable=g-import-not-at-top
   datasets = stackoverflow_arrays.ClientDatasets(
-      task.arrays['train'], task.defaults.batch_size,
+      task.client_data.source, task.defaults.batch_size,
       stackoverflow_arrays_max_elements())
   model = task.baseline.model_fn()
   variables = model.trainable_variables
@@ -233,9 +234,10 @@ def run(aggregators=DEFAULT_AGGREGATORS, paths=PATHS, rounds: int = 6,
   if task.client_data is None:
     raise ValueError(f'--data_dir={data_dir!r} holds the real StackOverflow '
                      'data; the benchmark runs on the embedded data.')
+  # Calibrated as the main job is (its rounds), run for `rounds` rounds.
   config = config_lib.RunConfig(
       task='stackoverflow_lr', aggregators=tuple(aggregators),
-      data_dir=data_dir, rounds=rounds, embedded_config=embedded_config,
+      data_dir=data_dir, embedded_config=embedded_config,
       clients_per_round=clients_per_round).resolved(task)
   sampled = _sampled(task, clients_per_round, rounds)
   print_fn(f'embedded SO-LR, N={task.population}, B={clients_per_round}, '
