@@ -70,6 +70,22 @@ class DpFedAvgTest(parameterized.TestCase):
         accounting.dp_fedavg_epsilon(noise_multiplier=z * 0.999, **kwargs),
         3.0)
 
+  def test_tiny_sampling_rate_and_huge_noise(self):
+    # dp_accounting's RdpAccountant refuses its own RDP here (-2.6e-16 at
+    # q = 4 / 342,477, z = 1e4, the calibration's first bracket end); the
+    # accountant clamps it at 0, and agrees with RdpAccountant elsewhere.
+    setting = dict(population=342_477, clients_per_round=4, rounds=3,
+                   delta=342_477**-1.1, accounting='rdp')
+    self.assertEqual(accounting.dp_fedavg_epsilon(noise_multiplier=1e4,
+                                                 **setting), 0.0)
+    for z in (0.5, 2.0):
+      accountant = dp_accounting.rdp.RdpAccountant()
+      accountant.compose(dp_accounting.PoissonSampledDpEvent(
+          4 / 342_477, dp_accounting.GaussianDpEvent(z)), 3)
+      self.assertAlmostEqual(
+          accounting.dp_fedavg_epsilon(noise_multiplier=z, **setting),
+          accountant.get_epsilon(setting['delta']), places=12)
+
   def test_bad_conversion(self):
     with self.assertRaisesRegex(ValueError, 'conversion'):
       accounting.dp_fedavg_epsilon(

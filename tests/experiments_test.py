@@ -15,6 +15,7 @@ import tensorflow_federated as tff
 
 from experiments.studies import audit
 from experiments.runner import plans
+from experiments.runner import report
 from experiments.data import stackoverflow_data
 from experiments.data import tasks
 from experiments.runner import training
@@ -203,7 +204,7 @@ def _check_outputs(test, task_dir, records, rounds, target_epsilon):
                      list(range(1, rounds + 1)))
   table = open(os.path.join(task_dir, 'table.md')).read()
   for record in records:
-    test.assertIn(f"| {record['aggregator']} |", table)
+    test.assertIn(f"| {report.display_name(record['aggregator'])} |", table)
   for name in ('metric_vs_round.png', 'metric_vs_communication.png',
                'epsilon_vs_round.png'):
     test.assertGreater(os.path.getsize(os.path.join(task_dir, name)), 1000)

@@ -95,6 +95,20 @@ def test_one_seed_shows_no_standard_error():
   assert '-2.00 vs dp_fedavg (no SE: 1 seed)' in table
 
 
+def test_control_rows_are_named_and_compared():
+  records = ([_record('dp_rec', s, m, epsilon=1.0)
+              for s, m in ((0, 0.36), (1, 0.40))] +
+             [_record('dp_rec_no_noise', s, m)
+              for s, m in ((0, 0.50), (1, 0.54))])
+  table = report.markdown_table(records, _CONTEXT)
+  assert '| dp_rec (no noise) |' in table
+  assert '| dp_rec_no_noise |' not in table
+  # The method against its control: the cost of privacy.
+  assert '-14.00 ± 2.83 vs dp_rec (no noise)' in table
+  assert report.display_name('ddgauss16_no_noise') == 'ddgauss16 (no noise)'
+  assert report.display_name('dp_fedavg') == 'dp_fedavg'
+
+
 def test_context_rows_and_differences():
   records = ([_record('dp_fedavg', s, m, epsilon=1.0)
               for s, m in ((0, 0.40), (1, 0.44))] +
@@ -108,9 +122,10 @@ def test_context_rows_and_differences():
   assert 'relative to dp_fedavg' in table
   assert 'local eps' in table
   # Both aggregators have SE 0.02: the difference's SE is 0.02 * sqrt(2).
-  assert ('- dp_rec: +13.00 ± 2.00 vs frequent tags; -4.00 ± 2.83 vs '
-          'dp_fedavg') in table
-  assert '- dp_fedavg: +17.00 ± 2.00 vs frequent tags\n' in table
+  assert ('- dp_rec: +13.00 ± 2.00 vs frequent tags; +37.00 ± 2.00 vs '
+          'initial model; -4.00 ± 2.83 vs dp_fedavg') in table
+  assert ('- dp_fedavg: +17.00 ± 2.00 vs frequent tags; +41.00 ± 2.00 vs '
+          'initial model\n') in table
   assert '- fedavg' not in table
   assert 'frequent tags' not in report.markdown_table(records)
 

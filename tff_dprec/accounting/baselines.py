@@ -96,21 +96,19 @@ def dp_fedavg_epsilon(*, noise_multiplier: float, population: int,
       q, dp_accounting.GaussianDpEvent(noise_multiplier))
   if rounds == 0:
     return 0.0  # Nothing released.
-  if conversion == CONVERSION_TIGHT:
-    accountant = dp_accounting.rdp.RdpAccountant(list(orders))
-    accountant.compose(event, rounds)
-    rdp_epsilon = accountant.get_epsilon(delta)
-    if accounting == RDP or not rdp_epsilon <= PLD_MAX_RDP_EPSILON:
-      return rdp_epsilon
-    return min(rdp_epsilon, _pld_epsilon(event, rounds, delta))
   orders = np.asarray(orders, np.float64)
-  # The classic conversion needs the RDP vector, which dp_accounting 0.4.3
-  # does not expose; this is the function its RdpAccountant composes for
-  # `event`. Clamped at 0: its series can round to -1e-12 for huge noise.
+  # The RDP of `event` composed `rounds` times, as dp_accounting's
+  # RdpAccountant composes it (this function), which dp_accounting 0.4.3
+  # does not expose. Clamped at 0 (a bound rounded up): at tiny q its series
+  # rounds to -1e-16, which RdpAccountant.get_epsilon refuses.
   rdp = rounds * np.maximum(
       rdp_privacy_accountant._compute_rdp_poisson_subsampled_gaussian(  # pylint: disable=protected-access
           q, noise_multiplier, orders), 0.0)
-  return rdp_to_epsilon(orders, rdp, delta, conversion)
+  rdp_epsilon = rdp_to_epsilon(orders, rdp, delta, conversion)
+  if (conversion != CONVERSION_TIGHT or accounting == RDP or
+      not rdp_epsilon <= PLD_MAX_RDP_EPSILON):
+    return rdp_epsilon
+  return min(rdp_epsilon, _pld_epsilon(event, rounds, delta))
 
 
 def _pld_epsilon(event, rounds, delta):
