@@ -79,7 +79,8 @@ class DpFedAvgTest(parameterized.TestCase):
     self.assertEqual(accounting.dp_fedavg_epsilon(noise_multiplier=1e4,
                                                  **setting), 0.0)
     for z in (0.5, 2.0):
-      accountant = dp_accounting.rdp.RdpAccountant()
+      accountant = dp_accounting.rdp.RdpAccountant(
+          list(accounting.baselines.DEFAULT_ORDERS))
       accountant.compose(dp_accounting.PoissonSampledDpEvent(
           4 / 342_477, dp_accounting.GaussianDpEvent(z)), 3)
       self.assertAlmostEqual(
