@@ -83,6 +83,7 @@ def measure_path(task, config, plan, path: str, sampled) -> Row:
   """Runs `len(sampled)` rounds of `plan`'s process along `path`."""
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
   from experiments.data import stackoverflow_arrays  # pylint: disable=g-import-not-at-top
+  from experiments.data import tasks  # pylint: disable=g-import-not-at-top
   from experiments.runner import training  # pylint: disable=g-import-not-at-top
   from experiments.infra import worker_reaper  # pylint: disable=g-import-not-at-top
   if path not in PATHS:
@@ -101,7 +102,7 @@ def measure_path(task, config, plan, path: str, sampled) -> Row:
         loop_implementation=loop.DATASET_REDUCE)
     make_input = stackoverflow_arrays.ClientDatasets(
         task.client_data.source, task.defaults.batch_size,
-        stackoverflow_arrays_max_elements())
+        tasks.TRAIN_MAX_ELEMENTS)
   training.set_context(plan, None)
   state = process.initialize()
   times, inputs = [], []
@@ -131,11 +132,6 @@ def measure_path(task, config, plan, path: str, sampled) -> Row:
              clients_per_round=len(sampled[0]))
 
 
-def stackoverflow_arrays_max_elements() -> int:
-  from experiments.data import tasks  # pylint: disable=g-import-not-at-top
-  return tasks.TRAIN_MAX_ELEMENTS
-
-
 def local_training_floor(task, client_lr: float, sampled, repeats: int = 3):
   """Seconds per round of the clients' local training alone (in-process).
 
@@ -144,10 +140,11 @@ def local_training_floor(task, client_lr: float, sampled, repeats: int = 3):
   """
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from experiments.data import stackoverflow_arrays  # pylint: disable=g-import-not-at-top
+  from experiments.data import tasks  # pylint: disable=g-import-not-at-top
   from experiments.runner import training  # pylint: disable=g-import-not-at-top
   datasets = stackoverflow_arrays.ClientDatasets(
       task.client_data.source, task.defaults.batch_size,
-      stackoverflow_arrays_max_elements())
+      tasks.TRAIN_MAX_ELEMENTS)
   model = task.baseline.model_fn()
   variables = model.trainable_variables
   initial = [tf.identity(v) for v in variables]
