@@ -536,6 +536,13 @@ class FixedNoiseMultiplierTest(tf.test.TestCase):
       plans.plan('dp_fedavg', target_epsilon=1.0, noise_multiplier=0.5,
                  **self._SETTING)
 
+  def test_clip_ratios_outside_the_idealisation_are_warned(self):
+    self.assertIsNone(training.idealisation_warning(dict(clip_ratio=3.99)))
+    self.assertIsNone(training.idealisation_warning(dict(noise_multiplier=1)))
+    self.assertRegex(training.idealisation_warning(dict(clip_ratio=4.0)),
+                     r'WARNING: clip ratio 4.000 >= 4: outside the '
+                     r'idealisation .* docs/PRIVACY.md section 7')
+
   def test_given_clip_ratio_is_used_and_checked(self):
     plan = plans.plan('dp_rec', target_epsilon=50.0, clip_ratio=0.8,
                       **self._SETTING)

@@ -50,6 +50,14 @@ DEFAULT_CHUNK_ELEMENTS = 2**22
 # Philox yields four 32-bit words, i.e. four normals, per counter increment.
 _PHILOX_OUTPUTS_PER_COUNTER = 4
 _PHILOX_ALG_ID = 1  # `tf.random.Algorithm.PHILOX.value`.
+# Clip ratios at or above this are outside the privacy idealisation of the
+# implemented selection: the float64 Gumbel noise is bounded (a range of
+# 42.61), so a candidate whose log-weight gap to the best exceeds it is never
+# selected; between two candidates the gap is N(0, 2 c^2), and at c = 4 a
+# group of 128 candidates meets a gap > 42.61 with probability about 4e-10
+# (docs/PRIVACY.md, section 7). Experiments warn, and the epsilon sweep does
+# not run such points.
+IDEALISED_CLIP_RATIO_LIMIT = 4.0
 
 GROUPING_TENSOR = 'tensor'
 GROUPING_NETWORK = 'network'

@@ -1,20 +1,39 @@
-r"""Final metric against the privacy target: where each private method learns.
+r"""Final metric against the privacy target, each point tuned at its epsilon.
 
   python -m experiments.epsilon_sweep --task=stackoverflow_lr \
       --aggregators=dp_rec,dp_fedavg --epsilons=1,4,16,64 --num_seeds=3
 
-Runs `experiments.run`'s training loop (`training.run`) once per target
-epsilon, each in `<output_dir>/eps<epsilon>/` (so each resumes on its own),
-with the task's defaults otherwise, and writes `<output_dir>/<task>/`:
-`epsilon_sweep.csv` (aggregator, target epsilon, spent epsilon, seeds, mean,
-standard error) and `metric_vs_target_epsilon.png` (mean +- standard error
-against epsilon, log x, with the frequent-tags and initial-model lines).
+For every target epsilon and private aggregator:
+
+1.  **Tuning on the validation split.** Each setting of the aggregator's grid
+    (`--grids`, `experiments.tune`'s syntax per aggregator) trains
+    `--tune_seeds` seeds at that epsilon and is scored on the validation split
+    (never the test split), in `<output_dir>/eps<epsilon>/tune/`. The best
+    mean wins (ties: the first in grid order). With no grid for an aggregator
+    its task defaults are used.
+2.  **The point.** The chosen setting trains `--num_seeds` seeds, scored on the
+    test split, with the `<aggregator>_no_noise` control beside it (`--controls`:
+    the same clip, sampling, optimizer and rounds, no noise), in
+    `<output_dir>/eps<epsilon>/<aggregator>/` (each resumes on its own).
+
+A DP-REC point whose calibrated clip ratio is at least
+`rec.IDEALISED_CLIP_RATIO_LIMIT` is not run: its epsilon rests on an
+idealisation that fails there (docs/PRIVACY.md, section 7); the table says
+so. Writes `<output_dir>/<task>/`: `epsilon_sweep.csv` (aggregator, target
+epsilon, spent epsilon, the chosen setting, c or z, seeds, mean, standard
+error, note), `epsilon_sweep.md` and `metric_vs_target_epsilon.png` (mean
++- standard error against epsilon, log x; controls dashed; the
+frequent-tags and initial-model lines).
+
+Privacy cost of tuning: as in `experiments.tune`, each tried setting is a
+separate private run on the same training clients.
 """
 
 import csv
 import math
 import os
 import sys
+import time
 
 from absl import app
 from absl import flags
@@ -23,8 +42,17 @@ from absl import flags
 import tensorflow as tf  # pylint: disable=unused-import
 
 from experiments.runner import config as config_lib
+from experiments.runner import plans
 from experiments.runner import report
+from experiments.studies import tune as tune_lib
+from tff_dprec import rec
 
+# Grids of the main job's setting (docs/EXPERIMENTS.md, "Tuning"): DP-FedAvg's
+# clip and server rate around the epsilon-1 optimum (0.2, 10); DP-REC's prior
+# sigma, which while the clip c sigma binds scales the whole update (step and
+# noise) as a learning rate does.
+DEFAULT_GRIDS = ('dp_fedavg: l2_clip=0.2,0.5,1 server_lr=3,10; '
+                 'dp_rec: noise_stddev=0.003,0.006,0.012')
 
 
 def parse_epsilons(values) -> list[float]:
@@ -43,39 +71,133 @@ def parse_epsilons(values) -> list[float]:
   return sorted(set(epsilons))
 
 
+def parse_grids(text: str, aggregators) -> dict:
+  """`'agg: grid; agg: grid'` -> {aggregator: [setting, ...]}.
+
+  Each grid is `experiments.tune`'s syntax. Aggregators of `text` that are
+  not among `aggregators` are ignored (the default grids name more than a
+  sweep may run); an unknown aggregator name, a control, or a repeated one is
+  an error naming it.
+  """
+  grids = {}
+  if not text or not text.strip():
+    return grids
+  for part in text.split(';'):
+    if not part.strip():
+      continue
+    name, sep, grid = part.partition(':')
+    name = name.strip()
+    if not sep:
+      raise tune_lib.GridError(
+          f'--grids: {part.strip()!r} is not "aggregator: grid".')
+    if name not in plans.private_names():
+      raise tune_lib.GridError(
+          f'--grids: {name!r} is not a private aggregator; choose from '
+          f'{plans.private_names()}.')
+    if name in grids:
+      raise tune_lib.GridError(f'--grids: {name!r} has two grids.')
+    grids[name] = tune_lib.parse_grid(grid)
+  return {name: grid for name, grid in grids.items() if name in aggregators}
+
+
+def choose(results: dict, settings) -> dict:
+  """The best-scoring setting of `settings` in tune `results` (first on ties).
+
+  Settings whose calibrated clip ratio is outside the idealisation are not
+  eligible. Returns `{}` (the defaults) for an empty grid; None when no
+  setting is eligible.
+  """
+  best, best_mean = None, -math.inf
+  for setting in settings:
+    result = results[tune_lib.key(setting)]
+    if _outside_idealisation(result.get('params', {})):
+      continue
+    if result['mean'] > best_mean:
+      best, best_mean = setting, result['mean']
+  if not settings:
+    return {}
+  return best
+
+
+def _outside_idealisation(params) -> bool:
+  c = params.get('clip_ratio')
+  return c is not None and c >= rec.IDEALISED_CLIP_RATIO_LIMIT
+
+
 def summarize(points) -> list[dict]:
-  """Rows (aggregator, target, spent, seeds, mean, se) of (target, records)."""
+  """Rows of `(target, records)` or `(target, records, setting)` points.
+
+  A point with no records and a `note` in its setting is a row that was not
+  run (mean None).
+  """
   rows = []
-  for target, records in points:
+  for point in points:
+    target, records = point[0], point[1]
+    setting = dict(point[2]) if len(point) > 2 else {}
+    note = setting.pop('note', '')
+    if not records:
+      rows.append(dict(aggregator=setting.pop('aggregator'),
+                       target_epsilon=target, epsilon=None,
+                       setting=tune_lib.key(setting), parameter='', seeds=0,
+                       mean=None, se=None, note=note))
+      continue
     for name, runs in report.group_by_aggregator(records).items():
       mean, se = report.mean_se([r['final_metric'] for r in runs])
+      epsilons = [r['epsilon'] for r in runs if r.get('epsilon') is not None]
       rows.append(dict(aggregator=name, target_epsilon=target,
-                       epsilon=max(r['epsilon'] for r in runs),
-                       seeds=len(runs), mean=mean, se=se))
+                       epsilon=max(epsilons) if epsilons else None,
+                       setting=tune_lib.key(setting),
+                       parameter=_parameter(runs[0].get('params', {})),
+                       seeds=len(runs), mean=mean, se=se, note=note))
   return rows
 
 
+def _parameter(params) -> str:
+  """'c 1.703, 5 bits', 'z 0.463', or '' (a control, or non-private)."""
+  if params.get('control_of'):
+    return f"clip {params['l2_clip']:.4g}"
+  if params.get('clip_ratio') is not None:
+    return f"c {params['clip_ratio']:.3f}, {params['bits']} bits"
+  if params.get('noise_multiplier') is not None:
+    return f"z {params['noise_multiplier']:.3f}"
+  return ''
+
+
 def write(output_dir: str, rows, context: dict, label: str) -> list[str]:
-  """Writes epsilon_sweep.csv and metric_vs_target_epsilon.png."""
+  """Writes epsilon_sweep.csv, epsilon_sweep.md and the plot."""
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use('Agg')
   from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
   os.makedirs(output_dir, exist_ok=True)
   csv_path = os.path.join(output_dir, 'epsilon_sweep.csv')
+  fields = ['aggregator', 'target_epsilon', 'epsilon', 'setting', 'parameter',
+            'seeds', 'mean', 'se', 'note']
   with open(csv_path, 'w', newline='') as f:
-    writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+    writer = csv.DictWriter(f, fieldnames=fields, extrasaction='ignore')
     writer.writeheader()
     writer.writerows(rows)
-  fig, ax = plt.subplots(figsize=(5.5, 4))
+  md_path = os.path.join(output_dir, 'epsilon_sweep.md')
+  with open(md_path, 'w') as f:
+    f.write(markdown_table(rows, context, label) + '\n')
+  fig, ax = plt.subplots(figsize=(6, 4.2))
+  colors = {}
   for name in dict.fromkeys(r['aggregator'] for r in rows):
-    mine = sorted((r for r in rows if r['aggregator'] == name),
+    mine = sorted((r for r in rows
+                   if r['aggregator'] == name and r['mean'] is not None),
                   key=lambda r: r['target_epsilon'])
+    if not mine:
+      continue
+    base = plans.control_of(name) or name
+    control = plans.control_of(name) is not None
+    color = colors.setdefault(base, f'C{len(colors)}')
     ax.errorbar([r['target_epsilon'] for r in mine],
                 [100 * r['mean'] for r in mine],
-                yerr=[100 * (r['se'] or 0.0) for r in mine], marker='o',
-                capsize=3, label=f"{name} ({mine[0]['seeds']} seeds)")
+                yerr=[100 * (r['se'] or 0.0) for r in mine],
+                marker='x' if control else 'o', ls='--' if control else '-',
+                color=color, capsize=3,
+                label=f"{report.display_name(name)} ({mine[0]['seeds']} seeds)")
   if context.get('frequent_tags') is not None:
-    ax.axhline(100 * context['frequent_tags'], color='black', ls='--',
+    ax.axhline(100 * context['frequent_tags'], color='black', ls='-.',
                lw=1, label='frequent tags')
   if context.get('initial_metric') is not None:
     ax.axhline(100 * context['initial_metric'], color='grey', ls=':', lw=1,
@@ -83,14 +205,38 @@ def write(output_dir: str, rows, context: dict, label: str) -> list[str]:
   ax.set_xscale('log')
   ax.set_xlabel('target epsilon (log scale)')
   ax.set_ylabel(f'final {label} (%)')
-  ax.set_title(f'{label} vs privacy target (mean ± SE)')
+  ax.set_title(f'{label} vs privacy target (mean ± SE)\n'
+               'each point tuned on validation at its epsilon', fontsize=10)
   ax.grid(alpha=0.3)
-  ax.legend(fontsize=8)
+  ax.legend(fontsize=7)
   fig.tight_layout()
   png_path = os.path.join(output_dir, 'metric_vs_target_epsilon.png')
   fig.savefig(png_path, dpi=120)
   plt.close(fig)
-  return [csv_path, png_path]
+  return [csv_path, md_path, png_path]
+
+
+def markdown_table(rows, context: dict, label: str) -> str:
+  """The sweep as a markdown table, one row per aggregator and epsilon."""
+  lines = [f'| target epsilon | row | chosen setting | c or z | {label} (%) '
+           '| note |', '|---|---|---|---|---|---|']
+  for r in sorted(rows, key=lambda r: (r['target_epsilon'],
+                                       plans.control_of(r['aggregator'])
+                                       or r['aggregator'],
+                                       r['aggregator'])):
+    if r['mean'] is None:
+      value = 'not run'
+    else:
+      se = '' if r['se'] is None else f" ± {100 * r['se']:.2f}"
+      value = f"{100 * r['mean']:.2f}{se}"
+    lines.append(f"| {r['target_epsilon']:g} | "
+                 f"{report.display_name(r['aggregator'])} | {r['setting']} | "
+                 f"{r['parameter']} | {value} | {r['note']} |")
+  for name, key in (('frequent tags', 'frequent_tags'),
+                    ('initial model', 'initial_metric')):
+    if context.get(key) is not None:
+      lines.append(f'| | {name} | | | {100 * context[key]:.2f} | |')
+  return '\n'.join(lines)
 
 
 def main(argv):
@@ -98,37 +244,93 @@ def main(argv):
     raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
   try:
     epsilons = parse_epsilons(_EPSILONS.value)
-    configs = [config_lib.RunConfig(
-        task=_TASK.value, aggregators=tuple(_AGGREGATORS.value),
-        data_dir=_DATA_DIR.value,
-        output_dir=os.path.join(_OUTPUT_DIR.value, f'eps{eps:g}'),
-        target_epsilon=eps, num_seeds=_NUM_SEEDS.value, progress=False)
-               for eps in epsilons]
+    aggregators = tuple(_AGGREGATORS.value)
+    for name in aggregators:
+      if name not in plans.private_names():
+        raise ValueError(f'--aggregators: {name!r} is not a private '
+                         f'aggregator; choose from {plans.private_names()}.')
+    grids = parse_grids(_GRIDS.value, aggregators)
+    base = config_lib.RunConfig(
+        task=_TASK.value, aggregators=aggregators, data_dir=_DATA_DIR.value,
+        output_dir=_OUTPUT_DIR.value, num_seeds=_NUM_SEEDS.value,
+        progress=False)
+    config_lib.RunConfig(**{**base.asdict(), 'num_seeds': _TUNE_SEEDS.value})
   except (TypeError, ValueError) as e:
     print(f'error: {e}', file=sys.stderr)
     sys.exit(2)
-  from experiments.runner import training  # pylint: disable=g-import-not-at-top
-  points, context, label = [], {}, 'metric'
-  for config in configs:
-    captured = {}
-    records = training.run(config, print_fn=print, context_out=captured)
-    context, label = captured, records[0]['metric_label']
-    points.append((config.target_epsilon, records))
+  start = time.time()
+  points, context, label = run_sweep(base, epsilons, grids,
+                                     tune_seeds=_TUNE_SEEDS.value,
+                                     controls=_CONTROLS.value)
   rows = summarize(points)
   paths = write(os.path.join(_OUTPUT_DIR.value, _TASK.value), rows, context,
                 label)
-  for r in rows:
-    se = '' if r['se'] is None else f" ± {100 * r['se']:.2f}"
-    print(f"{r['aggregator']:>10} epsilon {r['target_epsilon']:g}: "
-          f"{100 * r['mean']:.2f}{se}")
-  print('Wrote ' + ', '.join(paths))
+  print(markdown_table(rows, context, label))
+  print(f'Wrote {", ".join(paths)}; wall time {time.time() - start:.0f} s.')
+
+
+def run_sweep(base, epsilons, grids, *, tune_seeds: int, controls: bool,
+              print_fn=print):
+  """Tunes and runs every (epsilon, aggregator) point; returns the points."""
+  # Imported here: TFF takes seconds to import, flag errors should not wait.
+  from experiments.data import tasks as tasks_lib  # pylint: disable=g-import-not-at-top
+  from experiments.runner import training  # pylint: disable=g-import-not-at-top
+  task = tasks_lib.create_task(base.task, base.data_dir,
+                               embedded_config=base.embedded_config,
+                               population=base.population)
+  points, context, label = [], {}, 'metric'
+  for eps in epsilons:
+    for name in base.aggregators:
+      eps_dir = os.path.join(base.output_dir, f'eps{eps:g}')
+      default = config_lib.RunConfig(**{
+          **base.asdict(), 'aggregators': (name,), 'target_epsilon': eps,
+          'output_dir': os.path.join(eps_dir, name)})
+      params = training.plan_for(task, default.resolved(task), name,
+                                 False).params
+      if _outside_idealisation(params):
+        note = (f"not run: c = {params['clip_ratio']:.3f} >= "
+                'the idealisation limit (docs/PRIVACY.md, section 7)')
+        print_fn(f'[sweep] epsilon {eps:g} {name}: {note}')
+        points.append((eps, [], dict(aggregator=name, note=note)))
+        continue
+      setting = {}
+      if grids.get(name):
+        tuning = config_lib.RunConfig(**{
+            **default.asdict(), 'num_seeds': tune_seeds,
+            'eval_split': 'validation', 'eval_every': 10**6,
+            'output_dir': os.path.join(eps_dir, 'tune', name)})
+        os.makedirs(tuning.output_dir, exist_ok=True)
+        results = tune_lib.tune(
+            tuning, grids[name],
+            os.path.join(tuning.output_dir, f'tune_{name}.json'),
+            print_fn=lambda line, e=eps, n=name: print_fn(
+                f'[sweep] epsilon {e:g} {n} tuning: {line}'))
+        setting = choose(results, grids[name])
+        if setting is None:
+          note = 'not run: every tuned setting is outside the idealisation'
+          points.append((eps, [], dict(aggregator=name, note=note)))
+          continue
+      names = (name, name + plans.NO_NOISE_SUFFIX) if controls else (name,)
+      config = config_lib.RunConfig(**{
+          **default.asdict(), **setting, 'aggregators': names})
+      print_fn(f'[sweep] epsilon {eps:g} {name}: '
+               f'{tune_lib.key(setting) or "task defaults"}')
+      captured = {}
+      records = training.run(config, print_fn=lambda *a: None,
+                             context_out=captured)
+      context, label = captured, records[0]['metric_label']
+      for r in records:
+        print_fn(f"[sweep] epsilon {eps:g} {r['aggregator']} seed "
+                 f"{r['seed']}: {100 * r['final_metric']:.2f}")
+      points.append((eps, records, setting))
+  return points, context, label
 
 
 def _define_flags():
   """Defined only when run as a program (tests import this module)."""
   # pylint: disable=global-statement
-  global _TASK, _AGGREGATORS, _EPSILONS, _NUM_SEEDS
-  global _DATA_DIR, _OUTPUT_DIR
+  global _TASK, _AGGREGATORS, _EPSILONS, _NUM_SEEDS, _TUNE_SEEDS, _GRIDS
+  global _CONTROLS, _DATA_DIR, _OUTPUT_DIR
   _TASK = flags.DEFINE_enum('task', 'stackoverflow_lr', config_lib.TASKS,
                             'Task.')
   _AGGREGATORS = flags.DEFINE_list('aggregators', ['dp_rec', 'dp_fedavg'],
@@ -136,6 +338,14 @@ def _define_flags():
   _EPSILONS = flags.DEFINE_list('epsilons', ['1', '4', '16', '64'],
                                 'Target epsilons.')
   _NUM_SEEDS = flags.DEFINE_integer('num_seeds', 3, 'Seeds per point.')
+  _TUNE_SEEDS = flags.DEFINE_integer('tune_seeds', 1,
+                                     'Seeds per tuned setting.')
+  _GRIDS = flags.DEFINE_string(
+      'grids', DEFAULT_GRIDS,
+      "Per-aggregator tuning grids, 'aggregator: grid; ...' (grid as in "
+      "experiments.tune); '' runs every point at the task defaults.")
+  _CONTROLS = flags.DEFINE_boolean(
+      'controls', True, 'Run each point\'s <aggregator>_no_noise control.')
   _DATA_DIR = flags.DEFINE_string('data_dir', 'data_cache', 'Data directory.')
   _OUTPUT_DIR = flags.DEFINE_string('output_dir', 'output/epsilon_sweep',
                                     'Where runs and the results go.')
