@@ -1,10 +1,16 @@
 """Tuning grids and the epsilon sweep's summary and outputs (no training)."""
 
 import csv
+import math
 import os
+import types
+from unittest import mock
 
 import tensorflow as tf
 
+from experiments.data import tasks as tasks_lib
+from experiments.runner import config as config_lib
+from experiments.runner import training
 from experiments.studies import epsilon_sweep
 from experiments.studies import tune
 
@@ -39,7 +45,8 @@ class EpsilonSweepTest(tf.test.TestCase):
                      [1.0, 4.0, 16.0])
     for bad, message in ((['x'], "'x' is not a number"),
                          (['0'], "'0' must be positive"),
-                         (['inf'], "'inf' must be positive"), ([], 'empty')):
+                         (['inf'], "'inf' must be positive"), ([], 'empty'),
+                         (['1', '1.0000001'], 'too close to tell apart')):
       with self.assertRaisesRegex(ValueError, message):
         epsilon_sweep.parse_epsilons(bad)
 
@@ -68,18 +75,20 @@ class EpsilonSweepTest(tf.test.TestCase):
              params=dp_rec),
         dict(aggregator='dp_rec_no_noise', final_metric=0.25, epsilon=None,
              params=control),
-        dict(aggregator='dp_fedavg', final_metric=0.4, epsilon=0.99,
-             params=dict(noise_multiplier=0.4634, l2_clip=0.2))]
+    ]
+    fedavg = [dict(aggregator='dp_fedavg', final_metric=0.4, epsilon=0.99,
+                   params=dict(noise_multiplier=0.4634, l2_clip=0.2))]
     rows = epsilon_sweep.summarize([
         (1.0, records, dict(noise_stddev=0.006)),
+        (1.0, fedavg, {}),
         (64.0, [], dict(aggregator='dp_rec', note='not run: c = 5.683'))])
     self.assertEqual([(r['aggregator'], r['setting'], r['parameter'])
                       for r in rows],
                      [('dp_rec', 'noise_stddev=0.006', 'c 1.703, 5 bits'),
                       ('dp_rec_no_noise', 'noise_stddev=0.006',
                        'clip 0.0102'),
-                      ('dp_fedavg', 'noise_stddev=0.006', 'z 0.463'),
-                      ('dp_rec', '', '')])
+                      ('dp_fedavg', 'task defaults', 'z 0.463'),
+                      ('dp_rec', 'task defaults', '')])
     self.assertIsNone(rows[1]['epsilon'])
     skipped = rows[3]
     self.assertEqual((skipped['seeds'], skipped['mean'], skipped['note']),
@@ -88,8 +97,8 @@ class EpsilonSweepTest(tf.test.TestCase):
                                          'recall@5')
     self.assertIn('| 1 | dp_rec (no noise) | noise_stddev=0.006 | '
                   'clip 0.0102 | 25.00 |', table)
-    self.assertIn('| 64 | dp_rec |  |  | not run | not run: c = 5.683 |',
-                  table)
+    self.assertIn('| 64 | dp_rec | task defaults |  | not run | '
+                  'not run: c = 5.683 |', table)
     self.assertIn('| | frequent tags | | | 22.00 | |', table)
 
   def test_grids_per_aggregator(self):
@@ -109,9 +118,25 @@ class EpsilonSweepTest(tf.test.TestCase):
         ('fedavg: server_lr=1', "'fedavg' is not a private aggregator"),
         ('dp_rec_no_noise: l2_clip=1', "'dp_rec_no_noise' is not a private"),
         ('dp_rec: noise_stddev=1; dp_rec: noise_stddev=2', 'two grids'),
-        ('dp_rec: sigma=1', "'sigma' cannot be tuned")):
+        ('dp_rec: sigma=1', "'sigma' cannot be tuned"),
+        ('dp_rec: target_epsilon=64',
+         "dp_rec: 'target_epsilon' cannot vary in an epsilon sweep"),
+        ('dp_rec: noise_stddev=0.1 rounds=5', "'rounds' cannot vary"),
+        ('dp_rec: accounting=paper', "'accounting' cannot vary"),
+        ('dp_rec: clients_per_round=80', "'clients_per_round' cannot vary")):
       with self.assertRaisesRegex(tune.GridError, message):
         epsilon_sweep.parse_grids(text, ('dp_rec',))
+
+  def test_grid_values_are_checked_before_anything_trains(self):
+    base = config_lib.RunConfig(task='stackoverflow_lr',
+                                aggregators=('dp_fedavg',))
+    epsilon_sweep.check_grid_values(
+        base, epsilon_sweep.parse_grids(epsilon_sweep.DEFAULT_GRIDS,
+                                        ('dp_fedavg', 'dp_rec')))
+    with self.assertRaisesRegex(ValueError, r'--grids: dp_fedavg: '
+                                r'l2_clip=-1.0 server_lr=10.0: .*l2_clip'):
+      epsilon_sweep.check_grid_values(base, epsilon_sweep.parse_grids(
+          'dp_fedavg: l2_clip=0.2,-1 server_lr=10', ('dp_fedavg',)))
 
   def test_choose_takes_the_best_eligible_setting(self):
     settings = [dict(noise_stddev=0.003), dict(noise_stddev=0.006),
@@ -133,7 +158,88 @@ class EpsilonSweepTest(tf.test.TestCase):
         dict(noise_stddev=0.003))
     self.assertIsNone(
         epsilon_sweep.choose(results([0.2, 0.9, 0.1], [4.5] * 3), settings))
+    # A NaN clip ratio is not inside the limit either.
+    self.assertEqual(
+        epsilon_sweep.choose(results([0.2, 0.9, 0.1],
+                                     [1.7, math.nan, 1.7]), settings),
+        dict(noise_stddev=0.003))
+    # A diverged run (non-finite mean) never wins.
+    self.assertEqual(
+        epsilon_sweep.choose(results([0.2, math.nan, 0.1], [1.7] * 3),
+                             settings), dict(noise_stddev=0.003))
+    self.assertIsNone(
+        epsilon_sweep.choose(results([math.nan] * 3, [1.7] * 3), settings))
     self.assertEqual(epsilon_sweep.choose({}, []), {})
+
+  def test_run_sweep_tunes_on_validation_and_runs_points_on_test(self):
+    # training, the plans and the task are replaced by fakes: this checks
+    # which runs the sweep asks for, not what they learn.
+    defaults = types.SimpleNamespace(
+        rounds=5, clients_per_round=2, bits=None, grouping='network',
+        noise_stddev=0.006, l2_clip=0.2, eval_every=10, client_lr=0.1)
+    task = types.SimpleNamespace(defaults=defaults, population=1000)
+    calls = []
+    # Validation metric of each prior sigma: 0.012 diverges.
+    validation = {0.003: 0.1, 0.006: 0.3, 0.012: math.nan}
+
+    def plan_for(task_, config, name, record_messages):
+      del task_, record_messages
+      if name == 'dp_rec':  # c grows with epsilon: 2 at 1, 4 at 4.
+        return types.SimpleNamespace(params=dict(
+            clip_ratio=2.0 * config.target_epsilon**0.5, bits=5))
+      return types.SimpleNamespace(params=dict(noise_multiplier=1.0))
+
+    def run(config, print_fn=print, context_out=None):
+      calls.append(config)
+      print_fn('[x] WARNING: shown')
+      print_fn('[x] chatter: hidden')
+      if context_out is not None:
+        context_out.update(frequent_tags=0.22)
+      metric = (validation[config.noise_stddev]
+                if config.eval_split == 'validation' else 0.5)
+      return [dict(aggregator=a, seed=s, final_metric=metric, epsilon=1.0,
+                   params=dict(clip_ratio=2.0, bits=5), metric_label='m')
+              for a in config.aggregators for s in config.seeds]
+
+    out = self.create_tempdir().full_path
+    base = config_lib.RunConfig(task='stackoverflow_lr',
+                                aggregators=('dp_rec',), output_dir=out,
+                                num_seeds=3, progress=False)
+    printed = []
+    with mock.patch.object(training, 'run', run), \
+        mock.patch.object(training, 'plan_for', plan_for), \
+        mock.patch.object(tasks_lib, 'create_task',
+                          lambda *a, **k: task):
+      points, context, label = epsilon_sweep.run_sweep(
+          base, [1.0, 4.0],
+          epsilon_sweep.parse_grids(epsilon_sweep.DEFAULT_GRIDS,
+                                    ('dp_rec',)),
+          tune_seeds=1, controls=True, print_fn=printed.append)
+    tuning, final = calls[:3], calls[3:]
+    self.assertEqual([c.noise_stddev for c in tuning], [0.003, 0.006, 0.012])
+    for c in tuning:
+      self.assertEqual((c.eval_split, c.target_epsilon, c.seeds,
+                        c.aggregators),
+                       ('validation', 1.0, (epsilon_sweep.TUNE_SEED_OFFSET,),
+                        ('dp_rec',)))
+      self.assertStartsWith(c.output_dir,
+                            os.path.join(out, 'eps1', 'tune', 'dp_rec'))
+    # One point: the best finite validation mean, on the test split, seeds
+    # 0-2, with its control; epsilon 4 (c = 4) is neither tuned nor run.
+    self.assertLen(final, 1)
+    point = final[0]
+    self.assertEqual(
+        (point.eval_split, point.target_epsilon, point.seeds,
+         point.aggregators, point.noise_stddev),
+        ('test', 1.0, (0, 1, 2), ('dp_rec', 'dp_rec_no_noise'), 0.006))
+    self.assertEqual(point.output_dir,
+                     os.path.join(out, 'eps1', 'dp_rec', 'noise_stddev=0.006'))
+    self.assertEqual([(p[0], len(p[1]), p[2].get('note', '')[:16])
+                      for p in points],
+                     [(1.0, 6, ''), (4.0, 0, 'not run: c = 4.0')])
+    self.assertEqual((context, label), (dict(frequent_tags=0.22), 'm'))
+    self.assertIn('[x] WARNING: shown', printed)
+    self.assertNotIn('[x] chatter: hidden', printed)
 
   def test_writes_the_table_and_the_plot(self):
     rows = [dict(aggregator=n, target_epsilon=e, epsilon=e, setting='',

@@ -8,18 +8,27 @@ For every target epsilon and private aggregator:
 1.  **Tuning on the validation split.** Each setting of the aggregator's grid
     (`--grids`, `experiments.tune`'s syntax per aggregator) trains
     `--tune_seeds` seeds at that epsilon and is scored on the validation split
-    (never the test split), in `<output_dir>/eps<epsilon>/tune/`. The best
-    mean wins (ties: the first in grid order). With no grid for an aggregator
-    its task defaults are used.
-2.  **The point.** The chosen setting trains `--num_seeds` seeds, scored on the
-    test split, with the `<aggregator>_no_noise` control beside it (`--controls`:
-    the same clip, sampling, optimizer and rounds, no noise), in
-    `<output_dir>/eps<epsilon>/<aggregator>/` (each resumes on its own).
+    (never the test split), in `<output_dir>/eps<epsilon>/tune/`, with seeds
+    `TUNE_SEED_OFFSET` onwards, so that no tuning run is also one of the
+    point's runs (the winner's luck on validation would carry into a test
+    seed). The best mean wins (ties: the first in grid order; a diverged run,
+    a non-finite mean, never wins). With no grid for an aggregator its task
+    defaults are used.
+2.  **The point.** The chosen setting trains `--num_seeds` seeds (0, 1, ...,
+    as `experiments.run`), scored on the test split, with the
+    `<aggregator>_no_noise` control beside it (`--controls`: the same clip,
+    sampling, optimizer and rounds, no noise), in
+    `<output_dir>/eps<epsilon>/<aggregator>/<setting>/` (each resumes on its
+    own).
 
-A DP-REC point whose calibrated clip ratio is at least
-`rec.IDEALISED_CLIP_RATIO_LIMIT` is not run: its epsilon rests on an
-idealisation that fails there (docs/PRIVACY.md, section 7); the table says
-so. Writes `<output_dir>/<task>/`: `epsilon_sweep.csv` (aggregator, target
+A grid varies an aggregator's free parameters only: the privacy target, the
+accounting, the rounds and the clients per round are the sweep's, the same
+at every point.
+
+A DP-REC setting whose calibrated clip ratio is at least
+`rec.IDEALISED_CLIP_RATIO_LIMIT` is neither tuned nor run: its epsilon rests
+on an idealisation that fails there (docs/PRIVACY.md, section 7); a point
+with no setting inside the limit is a table row that says so. Writes `<output_dir>/<task>/`: `epsilon_sweep.csv` (aggregator, target
 epsilon, spent epsilon, the chosen setting, c or z, seeds, mean, standard
 error, note), `epsilon_sweep.md` and `metric_vs_target_epsilon.png` (mean
 +- standard error against epsilon, log x; controls dashed; the
@@ -34,6 +43,7 @@ import math
 import os
 import sys
 import time
+from typing import Optional
 
 from absl import app
 from absl import flags
@@ -53,6 +63,11 @@ from tff_dprec import rec
 # noise) as a learning rate does.
 DEFAULT_GRIDS = ('dp_fedavg: l2_clip=0.2,0.5,1 server_lr=3,10; '
                  'dp_rec: noise_stddev=0.003,0.006,0.012')
+# Tuning runs use seeds from here on; the points use 0, 1, ...
+TUNE_SEED_OFFSET = 1000
+# Fields a grid may not vary: they define the point, not its free parameters.
+_FIXED_FIELDS = ('target_epsilon', 'accounting', 'rounds',
+                 'clients_per_round')
 
 
 def parse_epsilons(values) -> list[float]:
@@ -68,7 +83,16 @@ def parse_epsilons(values) -> list[float]:
     epsilons.append(value)
   if not epsilons:
     raise ValueError('--epsilons is empty.')
-  return sorted(set(epsilons))
+  epsilons = sorted(set(epsilons))
+  for a, b in zip(epsilons, epsilons[1:]):
+    if epsilon_dir(a) == epsilon_dir(b):
+      raise ValueError(f'--epsilons: {a!r} and {b!r} are too close to tell '
+                       f'apart ({epsilon_dir(a)}).')
+  return epsilons
+
+
+def epsilon_dir(epsilon: float) -> str:
+  return f'eps{epsilon:g}'
 
 
 def parse_grids(text: str, aggregators) -> dict:
@@ -97,31 +121,41 @@ def parse_grids(text: str, aggregators) -> dict:
     if name in grids:
       raise tune_lib.GridError(f'--grids: {name!r} has two grids.')
     grids[name] = tune_lib.parse_grid(grid)
+    for setting in grids[name]:
+      for field in _FIXED_FIELDS:
+        if field in setting:
+          raise tune_lib.GridError(
+              f'--grids: {name}: {field!r} cannot vary in an epsilon sweep '
+              '(every point has the same target, accounting, rounds and '
+              'clients per round).')
   return {name: grid for name, grid in grids.items() if name in aggregators}
 
 
-def choose(results: dict, settings) -> dict:
+def choose(results: dict, settings) -> Optional[dict]:
   """The best-scoring setting of `settings` in tune `results` (first on ties).
 
-  Settings whose calibrated clip ratio is outside the idealisation are not
-  eligible. Returns `{}` (the defaults) for an empty grid; None when no
-  setting is eligible.
+  Settings whose calibrated clip ratio is outside the idealisation, and
+  settings with a non-finite mean (a diverged run), are not eligible.
+  Returns `{}` (the defaults) for an empty grid; None when no setting is
+  eligible.
   """
+  if not settings:
+    return {}
   best, best_mean = None, -math.inf
   for setting in settings:
     result = results[tune_lib.key(setting)]
-    if _outside_idealisation(result.get('params', {})):
+    if (_outside_idealisation(result.get('params', {})) or
+        not math.isfinite(result['mean'])):
       continue
     if result['mean'] > best_mean:
       best, best_mean = setting, result['mean']
-  if not settings:
-    return {}
   return best
 
 
 def _outside_idealisation(params) -> bool:
+  """Whether params carry a clip ratio that is not below the limit (or NaN)."""
   c = params.get('clip_ratio')
-  return c is not None and c >= rec.IDEALISED_CLIP_RATIO_LIMIT
+  return c is not None and not c < rec.IDEALISED_CLIP_RATIO_LIMIT
 
 
 def summarize(points) -> list[dict]:
@@ -138,7 +172,7 @@ def summarize(points) -> list[dict]:
     if not records:
       rows.append(dict(aggregator=setting.pop('aggregator'),
                        target_epsilon=target, epsilon=None,
-                       setting=tune_lib.key(setting), parameter='', seeds=0,
+                       setting=setting_name(setting), parameter='', seeds=0,
                        mean=None, se=None, note=note))
       continue
     for name, runs in report.group_by_aggregator(records).items():
@@ -146,10 +180,15 @@ def summarize(points) -> list[dict]:
       epsilons = [r['epsilon'] for r in runs if r.get('epsilon') is not None]
       rows.append(dict(aggregator=name, target_epsilon=target,
                        epsilon=max(epsilons) if epsilons else None,
-                       setting=tune_lib.key(setting),
+                       setting=setting_name(setting),
                        parameter=_parameter(runs[0].get('params', {})),
                        seeds=len(runs), mean=mean, se=se, note=note))
   return rows
+
+
+def setting_name(setting: dict) -> str:
+  """'l2_clip=0.2 server_lr=10.0', or 'task defaults' for no setting."""
+  return tune_lib.key(setting) or 'task defaults'
 
 
 def _parameter(params) -> str:
@@ -250,11 +289,13 @@ def main(argv):
         raise ValueError(f'--aggregators: {name!r} is not a private '
                          f'aggregator; choose from {plans.private_names()}.')
     grids = parse_grids(_GRIDS.value, aggregators)
+    if _TUNE_SEEDS.value < 1:
+      raise ValueError(f'--tune_seeds must be >= 1, found {_TUNE_SEEDS.value}.')
     base = config_lib.RunConfig(
         task=_TASK.value, aggregators=aggregators, data_dir=_DATA_DIR.value,
         output_dir=_OUTPUT_DIR.value, num_seeds=_NUM_SEEDS.value,
         progress=False)
-    config_lib.RunConfig(**{**base.asdict(), 'num_seeds': _TUNE_SEEDS.value})
+    check_grid_values(base, grids)
   except (TypeError, ValueError) as e:
     print(f'error: {e}', file=sys.stderr)
     sys.exit(2)
@@ -269,6 +310,22 @@ def main(argv):
   print(f'Wrote {", ".join(paths)}; wall time {time.time() - start:.0f} s.')
 
 
+def check_grid_values(base, grids) -> None:
+  """Raises ValueError (naming the setting) for a value RunConfig refuses.
+
+  Checked before anything trains: a bad value would otherwise stop the sweep
+  hours in, at the first point that tunes it.
+  """
+  for name, settings in grids.items():
+    for setting in settings:
+      try:
+        config_lib.RunConfig(**{**base.asdict(), **setting,
+                                'aggregators': (name,)})
+      except (TypeError, ValueError) as e:
+        raise ValueError(f'--grids: {name}: {tune_lib.key(setting)}: {e}'
+                         ) from None
+
+
 def run_sweep(base, epsilons, grids, *, tune_seeds: int, controls: bool,
               print_fn=print):
   """Tunes and runs every (epsilon, aggregator) point; returns the points."""
@@ -279,17 +336,32 @@ def run_sweep(base, epsilons, grids, *, tune_seeds: int, controls: bool,
                                embedded_config=base.embedded_config,
                                population=base.population)
   points, context, label = [], {}, 'metric'
+
+  def warnings_only(line='', *_):
+    if 'WARNING' in str(line):
+      print_fn(line)
+
   for eps in epsilons:
     for name in base.aggregators:
-      eps_dir = os.path.join(base.output_dir, f'eps{eps:g}')
+      eps_dir = os.path.join(base.output_dir, epsilon_dir(eps))
       default = config_lib.RunConfig(**{
-          **base.asdict(), 'aggregators': (name,), 'target_epsilon': eps,
-          'output_dir': os.path.join(eps_dir, name)})
-      params = training.plan_for(task, default.resolved(task), name,
-                                 False).params
-      if _outside_idealisation(params):
-        note = (f"not run: c = {params['clip_ratio']:.3f} >= "
-                'the idealisation limit (docs/PRIVACY.md, section 7)')
+          **base.asdict(), 'aggregators': (name,), 'target_epsilon': eps})
+      settings = grids.get(name) or [{}]
+      # Settings outside the idealisation are neither tuned nor run; c can
+      # depend on a setting (bits, grouping), so each is planned.
+      inside, clip_ratios = [], []
+      for setting in settings:
+        config = config_lib.RunConfig(**{**default.asdict(), **setting})
+        params = training.plan_for(task, config.resolved(task), name,
+                                   False).params
+        if _outside_idealisation(params):
+          clip_ratios.append(params['clip_ratio'])
+        else:
+          inside.append(setting)
+      if not inside:
+        note = (f'not run: c = {min(clip_ratios):.3f} >= the idealisation '
+                f'limit {rec.IDEALISED_CLIP_RATIO_LIMIT:g} (docs/PRIVACY.md, '
+                'section 7)')
         print_fn(f'[sweep] epsilon {eps:g} {name}: {note}')
         points.append((eps, [], dict(aggregator=name, note=note)))
         continue
@@ -297,26 +369,29 @@ def run_sweep(base, epsilons, grids, *, tune_seeds: int, controls: bool,
       if grids.get(name):
         tuning = config_lib.RunConfig(**{
             **default.asdict(), 'num_seeds': tune_seeds,
+            'seed': base.seed + TUNE_SEED_OFFSET,
             'eval_split': 'validation', 'eval_every': 10**6,
             'output_dir': os.path.join(eps_dir, 'tune', name)})
         os.makedirs(tuning.output_dir, exist_ok=True)
         results = tune_lib.tune(
-            tuning, grids[name],
+            tuning, inside,
             os.path.join(tuning.output_dir, f'tune_{name}.json'),
             print_fn=lambda line, e=eps, n=name: print_fn(
                 f'[sweep] epsilon {e:g} {n} tuning: {line}'))
-        setting = choose(results, grids[name])
+        setting = choose(results, inside)
         if setting is None:
-          note = 'not run: every tuned setting is outside the idealisation'
+          note = 'not run: every tuned setting diverged (non-finite metric)'
+          print_fn(f'[sweep] epsilon {eps:g} {name}: {note}')
           points.append((eps, [], dict(aggregator=name, note=note)))
           continue
       names = (name, name + plans.NO_NOISE_SUFFIX) if controls else (name,)
       config = config_lib.RunConfig(**{
-          **default.asdict(), **setting, 'aggregators': names})
-      print_fn(f'[sweep] epsilon {eps:g} {name}: '
-               f'{tune_lib.key(setting) or "task defaults"}')
+          **default.asdict(), **setting, 'aggregators': names,
+          'output_dir': os.path.join(
+              eps_dir, name, setting_name(setting).replace(' ', '_'))})
+      print_fn(f'[sweep] epsilon {eps:g} {name}: {setting_name(setting)}')
       captured = {}
-      records = training.run(config, print_fn=lambda *a: None,
+      records = training.run(config, print_fn=warnings_only,
                              context_out=captured)
       context, label = captured, records[0]['metric_label']
       for r in records:
