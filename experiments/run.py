@@ -20,6 +20,8 @@ from absl import logging
 # TensorFlow import under `app.run` fail to build (empty inbound nodes).
 import tensorflow as tf  # pylint: disable=unused-import
 
+from experiments.runner import config as config_lib
+
 _TASK = flags.DEFINE_string(
     'task', 'stackoverflow_lr',
     'stackoverflow_lr, emnist, shakespeare, mnist or digits.')
@@ -99,12 +101,8 @@ _WORKERS = flags.DEFINE_integer(
     'workers', 0,
     'Run on this many TFF C++ worker processes on loopback (started and '
     'stopped by the run); 0 = the local execution context.')
-_POPULATION = flags.DEFINE_string(
-    'population', None,
-    "Embedded stackoverflow_lr only: the training clients. Default: the "
-    "paper's 342,477, each made on demand from the embedded generator; "
-    "'stored' = the clients written in --data_dir (4,000); or an int >= 2 "
-    "(that many, made on demand).")
+_POPULATION = flags.DEFINE_string('population', None,
+                                  config_lib.POPULATION_HELP)
 _VERIFY_CLIENTS = flags.DEFINE_integer(
     'verify_replay_clients', 3,
     'With history downlinks, replay this many clients and check their model '
@@ -166,17 +164,10 @@ def validate_flags():
 
 
 def parse_population(text):
-  if text is None or text == 'stored':
-    return text
   try:
-    value = int(text)
-  except ValueError:
-    raise FlagError(  # pylint: disable=raise-missing-from
-        f"--population must be 'stored' or an int >= 2, found {text!r}.")
-  if value < 2:
-    raise FlagError(f"--population must be 'stored' or an int >= 2, found "
-                    f'{text!r}.')
-  return value
+    return config_lib.parse_population(text)
+  except ValueError as e:
+    raise FlagError(str(e)) from None
 
 
 def parse_grouping(text):

@@ -943,6 +943,8 @@ class CliTest(parameterized.TestCase):
        'cannot be used'),
       ('output_unwritable', ['--task=digits', '--output_dir=/proc/out'],
        'cannot be used'),
+      ('bad_population', ['--population=1'],
+       "--population must be 'stored' or an int >= 2, found '1'"),
   )
   def test_bad_flags(self, flags, message):
     # Issue 14: one line on stderr, exit code 2, no traceback, no help dump.
@@ -956,6 +958,16 @@ class CliTest(parameterized.TestCase):
     self.assertNotIn('Traceback', result.stderr)
     errors = [l for l in result.stderr.splitlines() if l.startswith('error')]
     self.assertLen(errors, 1)
+
+  def test_epsilon_sweep_refuses_a_grid_that_varies_the_target(self):
+    result = subprocess.run(
+        [sys.executable, '-m', 'experiments.epsilon_sweep',
+         '--grids=dp_rec: target_epsilon=64', '--population=5000'],
+        cwd=_REPO, capture_output=True, text=True, timeout=300)
+    self.assertEqual(result.returncode, 2, result.stderr[-2000:])
+    self.assertIn("error: --grids: dp_rec: 'target_epsilon' cannot vary",
+                  result.stderr)
+    self.assertNotIn('Traceback', result.stderr)
 
 if __name__ == '__main__':
   tf.test.main()

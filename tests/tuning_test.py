@@ -38,6 +38,51 @@ class TuneGridTest(tf.test.TestCase):
         tune.parse_grid(text)
 
 
+class PopulationFlagTest(tf.test.TestCase):
+
+  def test_parse_population_names_the_flag_and_value(self):
+    self.assertIsNone(config_lib.parse_population(None))
+    self.assertEqual(config_lib.parse_population('stored'), 'stored')
+    self.assertEqual(config_lib.parse_population('5000'), 5000)
+    for bad in ('1', 'many', '-3', '2.5'):
+      with self.assertRaisesRegex(
+          ValueError, f"--population must be 'stored' or an int >= 2, found "
+          f"'{bad}'"):
+        config_lib.parse_population(bad)
+
+
+class TuneReuseTest(tf.test.TestCase):
+
+  def test_results_are_reused_only_under_the_same_configuration(self):
+    trained = []
+
+    def run(config, print_fn=print, context_out=None):
+      del print_fn, context_out
+      trained.append((config.l2_clip, config.rounds))
+      return [dict(final_metric=0.3, epsilon=1.0, params={})]
+
+    out = self.create_tempdir().full_path
+    path = os.path.join(out, 'tune.json')
+    base = config_lib.RunConfig(task='stackoverflow_lr',
+                                aggregators=('dp_fedavg',), output_dir=out,
+                                rounds=5)
+    settings = tune.parse_grid('l2_clip=0.2,0.5')
+    with mock.patch.object(training, 'run', run):
+      tune.tune(base, settings, path, print_fn=lambda *a: None)
+      tune.tune(base, settings, path, print_fn=lambda *a: None)
+      self.assertEqual(trained, [(0.2, 5), (0.5, 5)])
+      # Another configuration (here the rounds; a population change alike):
+      # the stored results are not reused but rerun and replaced.
+      printed = []
+      results = tune.tune(
+          config_lib.RunConfig(**{**base.asdict(), 'rounds': 7}), settings,
+          path, print_fn=printed.append)
+    self.assertEqual(trained[2:], [(0.2, 7), (0.5, 7)])
+    self.assertIn('l2_clip=0.2: stored result ran under another '
+                  'configuration; rerunning.', printed)
+    self.assertEqual({r['base']['rounds'] for r in results.values()}, {7})
+
+
 class EpsilonSweepTest(tf.test.TestCase):
 
   def test_epsilons_are_parsed_sorted_and_checked(self):

@@ -18,6 +18,29 @@ ACCOUNTINGS = ('pld', 'rdp', 'sound', 'paper')
 SERVER_OPTIMIZERS = ('adam', 'sgdm')
 EVAL_SPLITS = ('test', 'validation')
 STORED = 'stored'  # RunConfig.population: the clients in the data files.
+POPULATION_HELP = (
+    "Embedded stackoverflow_lr only: the training clients. Default: the "
+    "paper's 342,477, each made on demand from the embedded generator; "
+    "'stored' = the clients written in --data_dir (4,000); or an int >= 2 "
+    "(that many, made on demand).")
+
+
+def parse_population(text, flag: str = '--population'):
+  """A --population flag's text as RunConfig.population (None, 'stored', int).
+
+  Raises:
+    ValueError: naming the flag and the value, for anything else.
+  """
+  if text is None or text == STORED:
+    return text
+  try:
+    value = int(text)
+  except ValueError:
+    value = None
+  if value is None or value < 2:
+    raise ValueError(f"{flag} must be 'stored' or an int >= 2, found "
+                     f'{text!r}.')
+  return value
 
 
 @dataclasses.dataclass(frozen=True)

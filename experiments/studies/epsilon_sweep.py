@@ -294,7 +294,8 @@ def main(argv):
     base = config_lib.RunConfig(
         task=_TASK.value, aggregators=aggregators, data_dir=_DATA_DIR.value,
         output_dir=_OUTPUT_DIR.value, num_seeds=_NUM_SEEDS.value,
-        progress=False)
+        progress=False,
+        population=config_lib.parse_population(_POPULATION.value))
     check_grid_values(base, grids)
   except (TypeError, ValueError) as e:
     print(f'error: {e}', file=sys.stderr)
@@ -405,7 +406,7 @@ def _define_flags():
   """Defined only when run as a program (tests import this module)."""
   # pylint: disable=global-statement
   global _TASK, _AGGREGATORS, _EPSILONS, _NUM_SEEDS, _TUNE_SEEDS, _GRIDS
-  global _CONTROLS, _DATA_DIR, _OUTPUT_DIR
+  global _CONTROLS, _DATA_DIR, _OUTPUT_DIR, _POPULATION
   _TASK = flags.DEFINE_enum('task', 'stackoverflow_lr', config_lib.TASKS,
                             'Task.')
   _AGGREGATORS = flags.DEFINE_list('aggregators', ['dp_rec', 'dp_fedavg'],
@@ -422,6 +423,8 @@ def _define_flags():
   _CONTROLS = flags.DEFINE_boolean(
       'controls', True, 'Run each point\'s <aggregator>_no_noise control.')
   _DATA_DIR = flags.DEFINE_string('data_dir', 'data_cache', 'Data directory.')
+  _POPULATION = flags.DEFINE_string('population', None,
+                                    config_lib.POPULATION_HELP)
   _OUTPUT_DIR = flags.DEFINE_string('output_dir', 'output/epsilon_sweep',
                                     'Where runs and the results go.')
 

@@ -191,7 +191,9 @@ def main(argv):
           output_dir=os.path.join(_OUTPUT_DIR.value, f'B{clients}'),
           clients_per_round=clients, rounds=_ROUNDS.value,
           target_epsilon=_TARGET_EPSILON.value, num_seeds=_NUM_SEEDS.value,
-          progress=False, **scaled))
+          progress=False,
+          population=config_lib.parse_population(_POPULATION.value),
+          **scaled))
   except (TypeError, ValueError) as e:
     print(f'error: {e}', file=sys.stderr)
     sys.exit(2)
@@ -214,7 +216,7 @@ def _define_flags():
   """Defined only when run as a program (tests import this module)."""
   # pylint: disable=global-statement
   global _TASK, _DP_REC_CLIENTS, _BASELINE_CLIENTS, _BASELINES, _ROUNDS
-  global _TARGET_EPSILON, _NUM_SEEDS, _DATA_DIR, _OUTPUT_DIR
+  global _TARGET_EPSILON, _NUM_SEEDS, _DATA_DIR, _OUTPUT_DIR, _POPULATION
   global _SCALE_NOISE_STDDEV
   _TASK = flags.DEFINE_enum('task', 'stackoverflow_lr', config_lib.TASKS,
                             'Task.')
@@ -235,6 +237,8 @@ def _define_flags():
       '(noise_stddev_for); --noscale_noise_stddev keeps the tuned sigma.')
   _NUM_SEEDS = flags.DEFINE_integer('num_seeds', 3, 'Seeds per point.')
   _DATA_DIR = flags.DEFINE_string('data_dir', 'data_cache', 'Data directory.')
+  _POPULATION = flags.DEFINE_string('population', None,
+                                    config_lib.POPULATION_HELP)
   _OUTPUT_DIR = flags.DEFINE_string('output_dir', 'output/frontier',
                                     'Where runs and the results go.')
 

@@ -13,8 +13,10 @@ held-out clients, digits' 180 held-out examples), never the test split; the
 test split is used only by `experiments.run`.
 
 Writes `<output_dir>/<task>/tune_<aggregator>.json` (every setting's validation
-metric per seed) and prints the ranking. Settings already in that file are not
-rerun.
+metric per seed, and the configuration it ran under) and prints the ranking.
+Settings already in that file under the same configuration (population,
+rounds, clients per round, epsilon, seeds, ...) are not rerun; a setting found
+under another configuration is rerun and replaced.
 
 Privacy cost of tuning: each setting is a separate private training run on the
 same training clients, so publishing the chosen model spends the privacy of
@@ -88,19 +90,34 @@ def key(setting: dict) -> str:
   return ' '.join(f'{k}={setting[k]}' for k in sorted(setting))
 
 
+def base_fingerprint(base: config_lib.RunConfig) -> dict:
+  """What a stored result must have run under to be reused (JSON types)."""
+  fields = {k: v for k, v in base.asdict().items()
+            if k not in ('output_dir', 'progress')}
+  return json.loads(json.dumps(fields, sort_keys=True, default=str))
+
+
 def tune(base: config_lib.RunConfig, settings: list, results_path: str,
          print_fn=print) -> dict:
-  """Trains every setting not yet in `results_path`; returns all results."""
+  """Trains every setting not yet in `results_path`; returns all results.
+
+  A stored result is reused only if it ran under the same configuration
+  (`base_fingerprint`); otherwise the setting is rerun and replaced.
+  """
   # Imported here: TFF takes seconds to import, flag errors should not wait.
   from experiments.runner import training  # pylint: disable=g-import-not-at-top
   results = {}
   if os.path.exists(results_path):
     with open(results_path) as f:
       results = json.load(f)
+  fingerprint = base_fingerprint(base)
   for setting in settings:
     name = key(setting)
-    if name in results:
+    if name in results and results[name].get('base') == fingerprint:
       continue
+    if name in results:
+      print_fn(f'{name}: stored result ran under another configuration; '
+               'rerunning.')
     start = time.time()
     config = config_lib.RunConfig(**{
         **base.asdict(), **setting,
@@ -112,7 +129,7 @@ def tune(base: config_lib.RunConfig, settings: list, results_path: str,
                          mean=sum(metrics) / len(metrics),
                          epsilon=max(r['epsilon'] or 0.0 for r in records),
                          params=records[0]['params'],
-                         seconds=time.time() - start)
+                         seconds=time.time() - start, base=fingerprint)
     print_fn(f'{name}: validation {100 * results[name]["mean"]:.2f}% '
              f'({time.time() - start:.0f} s)')
     tmp = results_path + '.tmp'
@@ -133,7 +150,8 @@ def main(argv):
         rounds=_ROUNDS.value, clients_per_round=_CLIENTS.value,
         target_epsilon=_EPSILON.value, num_seeds=_NUM_SEEDS.value,
         # Scored by the final evaluation only: no intermediate ones.
-        eval_split='validation', eval_every=10**6, progress=False)
+        eval_split='validation', eval_every=10**6, progress=False,
+        population=config_lib.parse_population(_POPULATION.value))
   except (GridError, TypeError, ValueError) as e:
     print(f'error: {e}', file=sys.stderr)
     sys.exit(2)
@@ -141,7 +159,9 @@ def main(argv):
   path = os.path.join(base.output_dir, base.task,
                       f'tune_{_AGGREGATOR.value}.json')
   results = tune(base, settings, path)
-  ranked = sorted(results.values(), key=lambda r: -r['mean'])
+  fingerprint = base_fingerprint(base)
+  ranked = sorted((r for r in results.values()
+                   if r.get('base') == fingerprint), key=lambda r: -r['mean'])
   print(f'\n{_AGGREGATOR.value} on {base.task}, validation split '
         f'({base.num_seeds} seed(s) each), best first:')
   for r in ranked:
@@ -155,7 +175,7 @@ def _define_flags():
   """Defined only when run as a program (tests import this module)."""
   # pylint: disable=global-statement
   global _TASK, _AGGREGATOR, _GRID, _ROUNDS
-  global _CLIENTS, _EPSILON, _NUM_SEEDS, _DATA_DIR, _OUTPUT_DIR
+  global _CLIENTS, _EPSILON, _NUM_SEEDS, _DATA_DIR, _OUTPUT_DIR, _POPULATION
   _TASK = flags.DEFINE_enum('task', 'stackoverflow_lr', config_lib.TASKS,
                             'Task.')
   _AGGREGATOR = flags.DEFINE_string('aggregator', 'dp_fedavg',
@@ -167,6 +187,8 @@ def _define_flags():
   _EPSILON = flags.DEFINE_float('target_epsilon', 1.0, 'Privacy target.')
   _NUM_SEEDS = flags.DEFINE_integer('num_seeds', 1, 'Seeds per setting.')
   _DATA_DIR = flags.DEFINE_string('data_dir', 'data_cache', 'Data directory.')
+  _POPULATION = flags.DEFINE_string('population', None,
+                                    config_lib.POPULATION_HELP)
   _OUTPUT_DIR = flags.DEFINE_string('output_dir', 'output/tune',
                                     'Where runs and the results go.')
 
