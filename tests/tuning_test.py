@@ -133,7 +133,7 @@ class EpsilonSweepTest(tf.test.TestCase):
                       ('dp_rec_no_noise', 'noise_stddev=0.006',
                        'clip 0.0102'),
                       ('dp_fedavg', 'task defaults', 'z 0.463'),
-                      ('dp_rec', 'task defaults', '')])
+                      ('dp_rec', '', '')])
     self.assertIsNone(rows[1]['epsilon'])
     skipped = rows[3]
     self.assertEqual((skipped['seeds'], skipped['mean'], skipped['note']),
@@ -142,8 +142,8 @@ class EpsilonSweepTest(tf.test.TestCase):
                                          'recall@5')
     self.assertIn('| 1 | dp_rec (no noise) | noise_stddev=0.006 | '
                   'clip 0.0102 | 25.00 |', table)
-    self.assertIn('| 64 | dp_rec | task defaults |  | not run | '
-                  'not run: c = 5.683 |', table)
+    self.assertIn('| 64 | dp_rec |  |  | not run | not run: c = 5.683 |',
+                  table)
     self.assertIn('| | frequent tags | | | 22.00 | |', table)
 
   def test_grids_per_aggregator(self):

@@ -172,7 +172,7 @@ def summarize(points) -> list[dict]:
     if not records:
       rows.append(dict(aggregator=setting.pop('aggregator'),
                        target_epsilon=target, epsilon=None,
-                       setting=setting_name(setting), parameter='', seeds=0,
+                       setting='', parameter='', seeds=0,
                        mean=None, se=None, note=note))
       continue
     for name, runs in report.group_by_aggregator(records).items():
@@ -242,6 +242,10 @@ def write(output_dir: str, rows, context: dict, label: str) -> list[str]:
     ax.axhline(100 * context['initial_metric'], color='grey', ls=':', lw=1,
                label='initial model')
   ax.set_xscale('log')
+  targets = sorted({r['target_epsilon'] for r in rows})
+  ax.set_xticks(targets)
+  ax.set_xticklabels([f'{t:g}' for t in targets])
+  ax.minorticks_off()
   ax.set_xlabel('target epsilon (log scale)')
   ax.set_ylabel(f'final {label} (%)')
   ax.set_title(f'{label} vs privacy target (mean ± SE)\n'
