@@ -537,9 +537,9 @@ class FixedNoiseMultiplierTest(tf.test.TestCase):
                  **self._SETTING)
 
   def test_clip_ratios_outside_the_idealisation_are_warned(self):
-    self.assertIsNone(training.idealisation_warning(dict(clip_ratio=3.99)))
-    self.assertIsNone(training.idealisation_warning(dict(noise_multiplier=1)))
-    self.assertRegex(training.idealisation_warning(dict(clip_ratio=4.0)),
+    self.assertIsNone(plans.idealisation_warning(dict(clip_ratio=3.99)))
+    self.assertIsNone(plans.idealisation_warning(dict(noise_multiplier=1)))
+    self.assertRegex(plans.idealisation_warning(dict(clip_ratio=4.0)),
                      r'WARNING: clip ratio 4.000 >= 4: outside the '
                      r'idealisation .* docs/PRIVACY.md section 7')
 

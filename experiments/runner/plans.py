@@ -178,6 +178,18 @@ def auto_bits(calibrate_c) -> tuple:
   return MAX_AUTO_BITS, c, False
 
 
+def idealisation_warning(params) -> Optional[str]:
+  """A warning when DP-REC's clip ratio is outside the proof's idealisation."""
+  from tff_dprec import rec  # pylint: disable=g-import-not-at-top
+  clip_ratio = params.get('clip_ratio')
+  if clip_ratio is None or clip_ratio < rec.IDEALISED_CLIP_RATIO_LIMIT:
+    return None
+  return (f'WARNING: clip ratio {clip_ratio:.3f} >= '
+          f'{rec.IDEALISED_CLIP_RATIO_LIMIT:g}: outside the idealisation the '
+          'privacy proof relies on (bounded Gumbel selection noise, '
+          'docs/PRIVACY.md section 7); do not trust this epsilon.')
+
+
 def _build_rec(spec, s):
   """DP-REC (`dp_rec`) or compression-only REC (`rec`).
 

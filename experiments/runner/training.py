@@ -24,7 +24,6 @@ import tensorflow_federated as tff
 
 from tff_dprec import history as tff_history
 from tff_dprec import learning
-from tff_dprec import rec
 
 from experiments.runner import checkpoints
 from experiments.runner import config as config_lib
@@ -278,7 +277,7 @@ def _build_aggregator(task, config, plan, pool, print_fn) -> _Built:
     print_fn(f'[{task.name}/{name}] WARNING: insecure test mode: client '
              'seeds are deterministic functions of their updates; the '
              'privacy guarantee does not hold.')
-  warning = idealisation_warning(plan.params)
+  warning = plans.idealisation_warning(plan.params)
   if warning:
     print_fn(f'[{task.name}/{name}] {warning}')
   server_lr = config.server_lr_for(task, plan.private_setting)
@@ -292,17 +291,6 @@ def _build_aggregator(task, config, plan, pool, print_fn) -> _Built:
   process = task.learning_process(
       build_process(task, plan, config.client_lr, server_optimizer))
   return _Built(plan, process, server_optimizer, use_history, server_lr)
-
-
-def idealisation_warning(params) -> Optional[str]:
-  """A warning when DP-REC's clip ratio is outside the proof's idealisation."""
-  clip_ratio = params.get('clip_ratio')
-  if clip_ratio is None or clip_ratio < rec.IDEALISED_CLIP_RATIO_LIMIT:
-    return None
-  return (f'WARNING: clip ratio {clip_ratio:.3f} >= '
-          f'{rec.IDEALISED_CLIP_RATIO_LIMIT:g}: outside the idealisation the '
-          'privacy proof relies on (bounded Gumbel selection noise, '
-          'docs/PRIVACY.md section 7); do not trust this epsilon.')
 
 
 def _train_seed(task, config, built, task_dir, print_fn):
