@@ -25,7 +25,7 @@ POPULATION_HELP = (
     "(that many, made on demand).")
 
 
-def parse_population(text, flag: str = '--population'):
+def parse_population(text):
   """A --population flag's text as RunConfig.population (None, 'stored', int).
 
   Raises:
@@ -38,7 +38,7 @@ def parse_population(text, flag: str = '--population'):
   except ValueError:
     value = None
   if value is None or value < 2:
-    raise ValueError(f"{flag} must be 'stored' or an int >= 2, found "
+    raise ValueError(f"--population must be 'stored' or an int >= 2, found "
                      f'{text!r}.')
   return value
 
