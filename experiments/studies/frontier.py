@@ -175,10 +175,11 @@ def main(argv):
     logging.set_verbosity(logging.WARNING)
     tf.get_logger().setLevel('WARNING')
   try:
+    baseline_clients = parse_sizes(_BASELINE_CLIENTS.value,
+                                   'baseline_clients')
     runs = plan_runs(parse_sizes(_DP_REC_CLIENTS.value, 'dp_rec_clients'),
-                     parse_sizes(_BASELINE_CLIENTS.value, 'baseline_clients'),
-                     tuple(_BASELINES.value))
-    reference = min(parse_sizes(_BASELINE_CLIENTS.value, 'baseline_clients'))
+                     baseline_clients, tuple(_BASELINES.value))
+    reference = min(baseline_clients)
     sigma = tasks.defaults(_TASK.value).noise_stddev
     configs = []
     for clients, aggregators in runs.items():
