@@ -1,7 +1,8 @@
-"""Pytest setup: quiet TF logs, a session calibration cache, and reaping of
-TFF's worker_binary at session end."""
+"""Pytest setup: quiet TF logs, session caches (calibrations, compiled
+computations), and reaping of TFF's worker_binary at session end."""
 
 import os
+import shutil
 import tempfile
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
@@ -13,16 +14,23 @@ from experiments.infra import worker_reaper  # pylint: disable=g-import-not-at-t
 # tf.test.TestCase.create_tempdir reads absl flags, which pytest never parses.
 flags.FLAGS.mark_as_parsed()
 worker_reaper.install()
+# Folders this process made for the session (removed at its end).
+_SESSION_FOLDERS = []
 
 
 def pytest_configure(config):
-  """One calibration cache per test session, shared by the xdist workers and
-  the CLI subprocesses (they inherit the environment); never the user's."""
+  """One calibration cache and one compiled-computation cache per test
+  session, shared by the xdist workers and the CLI subprocesses (they
+  inherit the environment); never the user's."""
   if not hasattr(config, 'workerinput'):
-    os.environ['TFF_DPREC_CALIBRATION_CACHE'] = tempfile.mkdtemp(
-        prefix='tff_dprec_calibrations_')
+    for name, prefix in (('TFF_DPREC_CALIBRATION_CACHE', 'calibrations'),
+                         ('TFF_DPREC_COMPILE_CACHE', 'compiled')):
+      os.environ[name] = tempfile.mkdtemp(prefix=f'tff_dprec_{prefix}_')
+      _SESSION_FOLDERS.append(os.environ[name])
 
 
 def pytest_sessionfinish(session, exitstatus):
   del session, exitstatus
   worker_reaper.reap()
+  for folder in _SESSION_FOLDERS:  # The controller's only.
+    shutil.rmtree(folder, ignore_errors=True)

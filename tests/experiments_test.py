@@ -700,6 +700,10 @@ class ResumeTest(tf.test.TestCase):
     resumed = _run_cli(self._args(output_dir, data_dir))
     self.assertEqual(resumed.returncode, 0, resumed.stderr[-3000:])
     self.assertIn('resuming after round', resumed.stdout + resumed.stderr)
+    # Computations the earlier processes compiled come from the compile
+    # cache, with (below) the same results.
+    self.assertRegex(resumed.stdout, r'Compiled computations: [1-9]\d* from '
+                     r'the cache')
     got = _summary(output_dir)
     for name in ('dp_rec', 'fedavg'):
       for key in _COMPARED:

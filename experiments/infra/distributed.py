@@ -22,6 +22,7 @@ import grpc
 import portpicker
 import tensorflow_federated as tff
 
+from experiments.infra import compile_cache
 from experiments.infra import worker_reaper
 
 _GRPC_OPTIONS = [('grpc.max_send_message_length', -1),
@@ -112,7 +113,7 @@ def _remote_context(stub) -> tff.framework.AsyncExecutionContext:
 
   return tff.framework.AsyncExecutionContext(
       executor_fn=tff.framework.ResourceManagingExecutorFactory(stack_fn),
-      compiler_fn=tff.backends.native.desugar_and_transform_to_native,
+      compiler_fn=compile_cache.cached(compile_cache.NATIVE),
       transform_args=tff.tensorflow.transform_args,
       transform_result=tff.tensorflow.transform_result)
 

@@ -15,6 +15,7 @@ import contextlib
 import dataclasses
 import math
 import os
+import random
 import signal
 import time
 from typing import Any, Optional
@@ -27,6 +28,7 @@ from tff_dprec import learning
 
 from experiments.runner import checkpoints
 from experiments.runner import config as config_lib
+from experiments.infra import compile_cache
 from experiments.infra import distributed
 from experiments.infra import downlink as downlink_lib
 from experiments.runner import ledger as ledger_lib
@@ -47,6 +49,8 @@ TEST_TRACE_ENV = 'TFF_DPREC_TEST_TRACE'
 
 # Wall time of each phase of the current `run` (printed at its end).
 _PHASES = collections.Counter()
+# Python's `random` seed while a process is built (`_fixed_keras_seeds`).
+_BUILD_SEED = 0x7FF0
 
 
 @contextlib.contextmanager
@@ -107,12 +111,32 @@ def build_process(task: tasks_lib.Task, aggregator_plan, client_lr: float,
   metrics = {}
   if aggregator_plan.private_setting:
     metrics['metrics_aggregator'] = learning.no_client_metrics
-  return tff.learning.algorithms.build_unweighted_fed_avg(
-      task.baseline.model_fn,
-      client_optimizer_fn=tff.learning.optimizers.build_sgdm(client_lr),
-      server_optimizer_fn=server_optimizer,
-      model_aggregator=aggregator_plan.factory,
-      loop_implementation=loop_implementation, **metrics)
+  with _fixed_keras_seeds():
+    return tff.learning.algorithms.build_unweighted_fed_avg(
+        task.baseline.model_fn,
+        client_optimizer_fn=tff.learning.optimizers.build_sgdm(client_lr),
+        server_optimizer_fn=server_optimizer,
+        model_aggregator=aggregator_plan.factory,
+        loop_implementation=loop_implementation, **metrics)
+
+
+@contextlib.contextmanager
+def _fixed_keras_seeds():
+  """Keras's initializer seeds, drawn from Python's `random`, made fixed.
+
+  The traced graphs create the model's variables with seeded initializers;
+  with seeds fixed, the same build gives the same computation in every
+  process, so `compile_cache` can serve it. The values those initializers
+  draw never reach training: a run starts from `seeded_model_weights` (R'),
+  and each client's variables are overwritten by the broadcast model. The
+  caller's `random` state is restored.
+  """
+  state = random.getstate()
+  random.seed(_BUILD_SEED)
+  try:
+    yield
+  finally:
+    random.setstate(state)
 
 
 def run_experiment(*, task_name: str, print_fn=print, **kwargs) -> list:
@@ -140,6 +164,7 @@ def run(config: config_lib.RunConfig, print_fn=print,
   """
   start = time.time()
   _PHASES.clear()
+  compiled = dict(compile_cache.stats)
   worker_reaper.install()
   task = tasks_lib.create_task(config.task, config.data_dir,
                                embedded_config=config.embedded_config,
@@ -201,6 +226,10 @@ def run(config: config_lib.RunConfig, print_fn=print,
   print_fn('Time by phase (s): ' + ', '.join(
       f'{k} {v:.1f}' for k, v in sorted(_PHASES.items(),
                                           key=lambda kv: -kv[1])))
+  print_fn(f'Compiled computations: '
+           f'{compile_cache.stats["hits"] - compiled["hits"]} from the cache, '
+           f'{compile_cache.stats["misses"] - compiled["misses"]} compiled '
+           f'(cache: {compile_cache.directory() or "off"}).')
   return results
 
 
@@ -378,11 +407,12 @@ def set_context(plan, pool=None):
   worker_reaper.reap_context_workers()
   if pool is not None:
     pool.set_default_context()
-  elif plan.needs_test_context:
-    # TFF runs DDGauss's secure sum only in the test execution context.
-    tff.backends.test.set_sync_test_cpp_execution_context()
   else:
-    tff.backends.native.set_sync_local_cpp_execution_context()
+    # TFF's local contexts (DDGauss's secure sum runs only in the test
+    # one), with compiled computations kept on disk.
+    tff.framework.set_default_context(compile_cache.local_context(
+        compile_cache.TEST if plan.needs_test_context
+        else compile_cache.NATIVE))
 
 
 def plan_for(task, config, name, record_messages):
