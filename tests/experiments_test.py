@@ -14,6 +14,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from experiments.studies import audit
+from experiments.runner import execution
 from experiments.runner import plans
 from experiments.runner import report
 from experiments.data import stackoverflow_data
@@ -406,7 +407,7 @@ class DDGaussAccountingMatchesTffTest(tf.test.TestCase):
     # The accountant's DDGauss parameters must be those of the aggregator that
     # actually runs: compare with TFF's own round measurements.
     from tff_dprec import accounting  # pylint: disable=g-import-not-at-top
-    training.allow_oversize_protos()
+    execution.allow_oversize_protos()
     tff.backends.test.set_sync_test_cpp_execution_context()
     try:
       value_type = tff.to_type([tff.TensorType(np.float32, [30, 10]),
@@ -490,7 +491,7 @@ class PrivacyOfTheTrainingProcessTest(tf.test.TestCase):
           clients_per_round=5, rounds=3, target_epsilon=8.0, delta=1e-3,
           bits=7, grouping='tensor', noise_stddev=0.02, l2_clip=0.5,
           record_messages=record_messages)
-      process = training.build_process(
+      process = execution.build_process(
           task, plan, 0.05, tff.learning.optimizers.build_sgdm(1.0))
       moved = dp_rec_test._clients_to_server_value_types(process.next)  # pylint: disable=protected-access
       self.assertNotEmpty(moved)
@@ -503,7 +504,7 @@ class PrivacyOfTheTrainingProcessTest(tf.test.TestCase):
         'fedavg', value_type=value_type, population=task.population,
         clients_per_round=5, rounds=3, target_epsilon=8.0, delta=1e-3,
         bits=7, grouping='tensor', noise_stddev=0.02, l2_clip=0.5)
-    process = training.build_process(
+    process = execution.build_process(
         task, fedavg, 0.05, tff.learning.optimizers.build_sgdm(1.0))
     dtypes = [d for _, t in dp_rec_test._clients_to_server_value_types(  # pylint: disable=protected-access
         process.next) for d in dp_rec_test._tensor_dtypes(t.member)]  # pylint: disable=protected-access

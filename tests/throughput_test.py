@@ -21,6 +21,7 @@ from tff_dprec import history as tff_history
 from experiments.data import stackoverflow_arrays
 from experiments.data import stackoverflow_data
 from experiments.data import tasks
+from experiments.runner import execution
 from experiments.runner import plans
 from experiments.runner import training
 from experiments.studies import throughput
@@ -31,7 +32,7 @@ _TINY = dict(seed=2, train_clients=12, heldout_clients=4, test_clients=4,
 
 
 class _Plan:
-  """What `training.build_process` reads of a plan."""
+  """What `execution.build_process` reads of a plan."""
 
   def __init__(self, factory, private):
     self.factory = factory
@@ -59,10 +60,10 @@ class FastPathIsBitIdenticalTest(tf.test.TestCase):
     optimizer = tff.learning.optimizers.build_sgdm(0.5, momentum=0.9)
     if path == 'fast':
       process = task.learning_process(
-          training.build_process(task, plan, 0.3, optimizer))
+          execution.build_process(task, plan, 0.3, optimizer))
       make_input = task.round_input
     else:
-      process = training.build_process(
+      process = execution.build_process(
           task, plan, 0.3, optimizer,
           loop_implementation=tff.learning.LoopImplementation.DATASET_REDUCE)
       make_input = stackoverflow_arrays.ClientDatasets(

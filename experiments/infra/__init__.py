@@ -1,3 +1,3 @@
-"""Infrastructure: TFF worker processes and their reaper, and the simulation
-of the history downlink. Uses the library only.
+"""Infrastructure: TFF worker processes and their reaper, the cache of TFF's
+compiled computations, and the simulation of the history downlink.
 """

@@ -27,7 +27,7 @@ wrote the file. Two things make that the rule rather than luck: a hit
 advances the counter by as much as the compilation it replaces did (it
 traces TensorFlow computations for the intrinsics' bodies; the count is kept
 in the file), so that what a process builds after a hit is named as after a
-miss; and `experiments.runner.training.build_process` fixes Keras's
+miss; and `experiments.runner.execution.build_process` fixes Keras's
 initializer seeds, the one random part of the graphs.
 
 One caveat is TFF's: its compiler names each TensorFlow graph by Python's

@@ -15,7 +15,6 @@ import contextlib
 import dataclasses
 import math
 import os
-import random
 import signal
 import time
 from typing import Any, Optional
@@ -24,10 +23,10 @@ import numpy as np
 import tensorflow_federated as tff
 
 from tff_dprec import history as tff_history
-from tff_dprec import learning
 
 from experiments.runner import checkpoints
 from experiments.runner import config as config_lib
+from experiments.runner import execution
 from experiments.infra import compile_cache
 from experiments.infra import distributed
 from experiments.infra import downlink as downlink_lib
@@ -49,8 +48,6 @@ TEST_TRACE_ENV = 'TFF_DPREC_TEST_TRACE'
 
 # Wall time of each phase of the current `run` (printed at its end).
 _PHASES = collections.Counter()
-# Python's `random` seed while a process is built (`_fixed_keras_seeds`).
-_BUILD_SEED = 0x7FF0
 
 
 @contextlib.contextmanager
@@ -64,79 +61,6 @@ def _timed(phase: str):
 
 class OutputDirError(ValueError):
   """The output directory cannot be created or written."""
-
-
-def allow_oversize_protos():
-  """DDGauss's computation exceeds protobuf's default nesting limit."""
-  try:
-    from google._upb import _message  # pylint: disable=g-import-not-at-top
-    _message.SetAllowOversizeProtos(True)
-  except ImportError:  # Other protobuf backends have no such limit switch.
-    pass
-
-
-def server_optimizer_for(task: tasks_lib.Task, server_lr: float,
-                         config: Optional[config_lib.RunConfig] = None,
-                         private: bool = False):
-  """The run's server optimizer (`config`'s choice, else the task's)."""
-  d = task.defaults
-  if _optimizer_name(task, config, private) == 'adam':
-    return tff.learning.optimizers.build_adam(server_lr)
-  momentum = d.server_momentum
-  if config is not None and config.server_momentum is not None:
-    momentum = config.server_momentum
-  return tff.learning.optimizers.build_sgdm(server_lr,
-                                            momentum=momentum or None)
-
-
-def _optimizer_name(task, config, private) -> str:
-  d = task.defaults
-  return (config and config.server_optimizer) or (
-      private and d.private_server_optimizer) or d.server_optimizer
-
-
-def build_process(task: tasks_lib.Task, aggregator_plan, client_lr: float,
-                  server_optimizer, loop_implementation=(
-                      tff.learning.LoopImplementation.DATASET_ITERATOR)):
-  """TFF's unweighted FedAvg with the plan's aggregator.
-
-  The client's loop over its batches is a `tf.while_loop` over a dataset
-  iterator (`DATASET_ITERATOR`), TFF's other choice: it computes the same
-  updates as `DATASET_REDUCE` (TFF's default), bit for bit
-  (`tests/throughput_test.py`), at a fifth of the C++ runtime's CPU time
-  per client here (26 against 5 ms; `python -m experiments.bench rounds`).
-  """
-  # Private runs release no client training metrics: they would leave the
-  # clients outside the DP mechanism.
-  metrics = {}
-  if aggregator_plan.private_setting:
-    metrics['metrics_aggregator'] = learning.no_client_metrics
-  with _fixed_keras_seeds():
-    return tff.learning.algorithms.build_unweighted_fed_avg(
-        task.baseline.model_fn,
-        client_optimizer_fn=tff.learning.optimizers.build_sgdm(client_lr),
-        server_optimizer_fn=server_optimizer,
-        model_aggregator=aggregator_plan.factory,
-        loop_implementation=loop_implementation, **metrics)
-
-
-@contextlib.contextmanager
-def _fixed_keras_seeds():
-  """Keras's initializer seeds, drawn from Python's `random`, made fixed.
-
-  The traced graphs create the model's variables with seeded initializers;
-  with seeds fixed, the same build gives the same computation in every
-  process, so `compile_cache` can serve it. The values those initializers
-  draw never reach training: a run starts from `seeded_model_weights` (R'),
-  and each client's variables are overwritten by the broadcast model. The
-  caller's `random` state is restored.
-  """
-  state = random.getstate()
-  random.seed(_BUILD_SEED)
-  try:
-    yield
-  finally:
-    random.setstate(state)
 
 
 def run_experiment(*, task_name: str, print_fn=print, **kwargs) -> list:
@@ -177,7 +101,7 @@ def run(config: config_lib.RunConfig, print_fn=print,
            f'target epsilon={config.target_epsilon} at '
            f'delta={config.delta:.3g}.')
   if any(plans.get(a).needs_test_context for a in config.aggregators):
-    allow_oversize_protos()
+    execution.allow_oversize_protos()
   pool = None
   if config.workers:
     pool = distributed.WorkerPool(config.workers)
@@ -313,12 +237,13 @@ def _build_aggregator(task, config, plan, pool, print_fn) -> _Built:
   print_fn(f'[{task.name}/{name}] parameters: {plan.params}, '
            f'client_lr={config.client_lr}, server_lr={server_lr}, '
            f'server optimizer '
-           f'{_optimizer_name(task, config, plan.private_setting)}')
-  set_context(plan, pool)
-  server_optimizer = server_optimizer_for(task, server_lr, config,
+           f'{execution.optimizer_name(task, config, plan.private_setting)}')
+  execution.set_context(plan, pool)
+  server_optimizer = execution.server_optimizer_for(task, server_lr, config,
                                           plan.private_setting)
   process = task.learning_process(
-      build_process(task, plan, config.client_lr, server_optimizer))
+      execution.build_process(task, plan, config.client_lr,
+                              server_optimizer))
   return _Built(plan, process, server_optimizer, use_history, server_lr)
 
 
@@ -399,20 +324,6 @@ def _start_seed(task, config, built, task_dir, print_fn):
                                     print_fn=print_fn)
   return _Run(task, config, plan, process, history, checkpointer, ledger,
               agg_dir, print_fn), state
-
-
-def set_context(plan, pool=None):
-  """Sets the execution context the plan needs (a pool's workers, if any)."""
-  # The previous context's worker is killed, not asked to wind down.
-  worker_reaper.reap_context_workers()
-  if pool is not None:
-    pool.set_default_context()
-  else:
-    # TFF's local contexts (DDGauss's secure sum runs only in the test
-    # one), with compiled computations kept on disk.
-    tff.framework.set_default_context(compile_cache.local_context(
-        compile_cache.TEST if plan.needs_test_context
-        else compile_cache.NATIVE))
 
 
 def plan_for(task, config, name, record_messages):

@@ -3,15 +3,19 @@
 For each aggregator, at the main job's setting (embedded SO-LR, B clients per
 round, calibrated at epsilon 1 for the main job's rounds, so DP-REC has its
 bits), runs `rounds` rounds of the real iterative
-process (`experiments.runner.training.build_process`, the run's execution
+process (`experiments.runner.execution.build_process`, the run's execution
 context) along two paths, with the same sampled clients and example orders:
 
 *   `reference`: the clients' datasets built in Python
     (`stackoverflow_arrays.ClientDatasets`), which TFF serializes into the
-    round, and TFF's default client loop (`DATASET_REDUCE`);
+    round, TFF's default client loop (`DATASET_REDUCE`), and TFF's compiler
+    without the compile cache;
 *   `fast`: the run's path, the clients' CSR tensors
     (`stackoverflow_arrays.ClientTensors`) turned into datasets inside the
-    round, and the `DATASET_ITERATOR` client loop.
+    round (without tf.data's per-iterator rewrites), the `DATASET_ITERATOR`
+    client loop, and the compile cache (`experiments.infra.compile_cache`):
+    the first run of the bench fills it (cold), a second run finds every
+    computation in it (warm); each row says which.
 
 Each row prints seconds per round (the mean over all rounds, first included,
 as the main job's s/round column), the steady state's client-rounds per
@@ -26,6 +30,7 @@ over the floor (local training, plus the encode for DP-REC).
 """
 
 import dataclasses
+import os
 import statistics
 import time
 
@@ -46,6 +51,10 @@ class Row:
   worker_cpu_ms_per_client: float
   python_cpu_ms_per_client: float
   clients_per_round: int
+  # Computations the path's context took from the compile cache, and
+  # compiled (experiments.infra.compile_cache; off on the reference path).
+  compiled_from_cache: int = 0
+  compiled: int = 0
 
   @property
   def client_rounds_per_second(self) -> float:
@@ -84,42 +93,55 @@ def measure_path(task, config, plan, path: str, sampled) -> Row:
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
   from experiments.data import stackoverflow_arrays  # pylint: disable=g-import-not-at-top
   from experiments.data import tasks  # pylint: disable=g-import-not-at-top
+  from experiments.runner import execution  # pylint: disable=g-import-not-at-top
   from experiments.runner import training  # pylint: disable=g-import-not-at-top
+  from experiments.infra import compile_cache  # pylint: disable=g-import-not-at-top
   from experiments.infra import worker_reaper  # pylint: disable=g-import-not-at-top
   if path not in PATHS:
     raise ValueError(f'path must be one of {PATHS}, found {path!r}.')
-  server_optimizer = training.server_optimizer_for(
+  server_optimizer = execution.server_optimizer_for(
       task, config.server_lr_for(task, plan.private_setting), config,
       plan.private_setting)
   loop = tff.learning.LoopImplementation
   if path == 'fast':
-    process = task.learning_process(training.build_process(
+    process = task.learning_process(execution.build_process(
         task, plan, config.client_lr, server_optimizer))
     make_input = task.round_input
   else:
-    process = training.build_process(
+    process = execution.build_process(
         task, plan, config.client_lr, server_optimizer,
         loop_implementation=loop.DATASET_REDUCE)
     make_input = stackoverflow_arrays.ClientDatasets(
         task.client_data.source, task.defaults.batch_size,
         tasks.TRAIN_MAX_ELEMENTS)
-  training.set_context(plan, None)
-  state = process.initialize()
   times, inputs = [], []
   worker_cpu = own_cpu = 0.0
-  for round_num, ids in enumerate(sampled, start=1):
-    t0 = time.perf_counter()
-    round_input = make_input(ids, training.client_data_seed(0, round_num))
-    t1 = time.perf_counter()
-    c0, p0 = _children_cpu(), _own_cpu()
-    state = process.next(state, round_input).state
-    t2 = time.perf_counter()
-    if round_num > 1:
-      worker_cpu += _children_cpu() - c0
-      own_cpu += _own_cpu() - p0
-    inputs.append(t1 - t0)
-    times.append(t2 - t0)
-  worker_reaper.reap_context_workers()
+  cache_before = dict(compile_cache.stats)
+  # The reference path compiles as TFF's contexts do, without the cache.
+  cache_setting = os.environ.get(compile_cache.ENV)
+  if path == 'reference':
+    os.environ[compile_cache.ENV] = 'off'
+  try:
+    execution.set_context(plan, None)
+    state = process.initialize()
+    for round_num, ids in enumerate(sampled, start=1):
+      t0 = time.perf_counter()
+      round_input = make_input(ids, training.client_data_seed(0, round_num))
+      t1 = time.perf_counter()
+      c0, p0 = _children_cpu(), _own_cpu()
+      state = process.next(state, round_input).state
+      t2 = time.perf_counter()
+      if round_num > 1:
+        worker_cpu += _children_cpu() - c0
+        own_cpu += _own_cpu() - p0
+      inputs.append(t1 - t0)
+      times.append(t2 - t0)
+  finally:
+    worker_reaper.reap_context_workers()
+    if cache_setting is None:
+      os.environ.pop(compile_cache.ENV, None)
+    else:
+      os.environ[compile_cache.ENV] = cache_setting
   steady = statistics.fmean(times[1:])
   clients = sum(len(ids) for ids in sampled[1:])
   return Row(path=path, aggregator=plan.name,
@@ -129,7 +151,10 @@ def measure_path(task, config, plan, path: str, sampled) -> Row:
              inputs_seconds=statistics.fmean(inputs),
              worker_cpu_ms_per_client=1e3 * worker_cpu / clients,
              python_cpu_ms_per_client=1e3 * own_cpu / clients,
-             clients_per_round=len(sampled[0]))
+             clients_per_round=len(sampled[0]),
+             compiled_from_cache=(compile_cache.stats['hits'] -
+                                  cache_before['hits']),
+             compiled=compile_cache.stats['misses'] - cache_before['misses'])
 
 
 def local_training_floor(task, client_lr: float, sampled, repeats: int = 3):
@@ -219,6 +244,7 @@ def run(aggregators=DEFAULT_AGGREGATORS, paths=PATHS, rounds: int = 6,
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
   from experiments.data import tasks  # pylint: disable=g-import-not-at-top
   from experiments.runner import config as config_lib  # pylint: disable=g-import-not-at-top
+  from experiments.runner import execution  # pylint: disable=g-import-not-at-top
   from experiments.runner import plans  # pylint: disable=g-import-not-at-top
   from experiments.runner import training  # pylint: disable=g-import-not-at-top
   if rounds < 2:
@@ -240,7 +266,7 @@ def run(aggregators=DEFAULT_AGGREGATORS, paths=PATHS, rounds: int = 6,
   print_fn(f'embedded SO-LR, N={task.population}, B={clients_per_round}, '
            f'{rounds} rounds (the same clients on every path).')
   if any(plans.get(a).needs_test_context for a in aggregators):
-    training.allow_oversize_protos()
+    execution.allow_oversize_protos()
   rows, plans_by_name = [], {}
   for name in aggregators:
     plan = training.plan_for(task, config, name, record_messages=False)
@@ -254,7 +280,8 @@ def run(aggregators=DEFAULT_AGGREGATORS, paths=PATHS, rounds: int = 6,
                f'inputs {row.inputs_seconds * 1e3:.0f} ms, first round '
                f'+{row.first_round_extra:.2f} s, runtime CPU '
                f'{row.worker_cpu_ms_per_client:.1f} ms/client, Python CPU '
-               f'{row.python_cpu_ms_per_client:.1f} ms/client')
+               f'{row.python_cpu_ms_per_client:.1f} ms/client; compiled '
+               f'{row.compiled}, from the cache {row.compiled_from_cache}')
   tff.backends.native.set_sync_local_cpp_execution_context()
   floor = local_training_floor(task, config.client_lr, sampled)
   print_fn(f'floor: local training alone {floor:.3f} s/round '

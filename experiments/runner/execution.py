@@ -1,0 +1,112 @@
+"""The TFF process a run trains, and the execution context that runs it.
+
+`build_process` is TFF's unweighted FedAvg with a plan's aggregator, built so
+that the same build gives the same computation in every process;
+`set_context` installs TFF's local C++ context (the test context for
+DDGauss's secure sum) with compiled computations kept on disk
+(`experiments.infra.compile_cache`), or a worker pool's.
+"""
+
+import contextlib
+import random
+from typing import Optional
+
+import tensorflow_federated as tff
+
+from tff_dprec import learning
+
+from experiments.data import tasks as tasks_lib
+from experiments.infra import compile_cache
+from experiments.infra import worker_reaper
+from experiments.runner import config as config_lib
+
+# Python's `random` seed while a process is built (`_fixed_keras_seeds`).
+_BUILD_SEED = 0x7FF0
+
+
+def allow_oversize_protos():
+  """DDGauss's computation exceeds protobuf's default nesting limit."""
+  try:
+    from google._upb import _message  # pylint: disable=g-import-not-at-top
+    _message.SetAllowOversizeProtos(True)
+  except ImportError:  # Other protobuf backends have no such limit switch.
+    pass
+
+
+def server_optimizer_for(task: tasks_lib.Task, server_lr: float,
+                         config: Optional[config_lib.RunConfig] = None,
+                         private: bool = False):
+  """The run's server optimizer (`config`'s choice, else the task's)."""
+  d = task.defaults
+  if optimizer_name(task, config, private) == 'adam':
+    return tff.learning.optimizers.build_adam(server_lr)
+  momentum = d.server_momentum
+  if config is not None and config.server_momentum is not None:
+    momentum = config.server_momentum
+  return tff.learning.optimizers.build_sgdm(server_lr,
+                                            momentum=momentum or None)
+
+
+def optimizer_name(task, config, private) -> str:
+  """'adam' or 'sgdm': `config`'s choice, else the task's default."""
+  d = task.defaults
+  return (config and config.server_optimizer) or (
+      private and d.private_server_optimizer) or d.server_optimizer
+
+
+def build_process(task: tasks_lib.Task, aggregator_plan, client_lr: float,
+                  server_optimizer, loop_implementation=(
+                      tff.learning.LoopImplementation.DATASET_ITERATOR)):
+  """TFF's unweighted FedAvg with the plan's aggregator.
+
+  The client's loop over its batches is a `tf.while_loop` over a dataset
+  iterator (`DATASET_ITERATOR`), TFF's other choice: it computes the same
+  updates as `DATASET_REDUCE` (TFF's default), bit for bit
+  (`tests/throughput_test.py`), at a fifth of the C++ runtime's CPU time
+  per client here (26 against 5 ms; `python -m experiments.bench rounds`).
+  """
+  # Private runs release no client training metrics: they would leave the
+  # clients outside the DP mechanism.
+  metrics = {}
+  if aggregator_plan.private_setting:
+    metrics['metrics_aggregator'] = learning.no_client_metrics
+  with _fixed_keras_seeds():
+    return tff.learning.algorithms.build_unweighted_fed_avg(
+        task.baseline.model_fn,
+        client_optimizer_fn=tff.learning.optimizers.build_sgdm(client_lr),
+        server_optimizer_fn=server_optimizer,
+        model_aggregator=aggregator_plan.factory,
+        loop_implementation=loop_implementation, **metrics)
+
+
+@contextlib.contextmanager
+def _fixed_keras_seeds():
+  """Keras's initializer seeds, drawn from Python's `random`, made fixed.
+
+  The traced graphs create the model's variables with seeded initializers;
+  with seeds fixed, the same build gives the same computation in every
+  process, so `compile_cache` can serve it. The values those initializers
+  draw never reach training: a run starts from `seeded_model_weights` (R'),
+  and each client's variables are overwritten by the broadcast model. The
+  caller's `random` state is restored.
+  """
+  state = random.getstate()
+  random.seed(_BUILD_SEED)
+  try:
+    yield
+  finally:
+    random.setstate(state)
+
+
+def set_context(plan, pool=None):
+  """Sets the execution context the plan needs (a pool's workers, if any)."""
+  # The previous context's worker is killed, not asked to wind down.
+  worker_reaper.reap_context_workers()
+  if pool is not None:
+    pool.set_default_context()
+  else:
+    # TFF's local contexts (DDGauss's secure sum runs only in the test
+    # one), with compiled computations kept on disk.
+    tff.framework.set_default_context(compile_cache.local_context(
+        compile_cache.TEST if plan.needs_test_context
+        else compile_cache.NATIVE))
