@@ -87,6 +87,25 @@ class DpFedAvgTest(parameterized.TestCase):
           accounting.dp_fedavg_epsilon(noise_multiplier=z, **setting),
           accountant.get_epsilon(setting['delta']), places=12)
 
+  @parameterized.parameters((0.9, 0.01, 1e-3), (0.6, 0.05, 1e-3),
+                            (1.3, 0.2, 2e-3))
+  def test_pld_is_dp_accountings_to_the_bit(self, z, q, discretization):
+    # The one-round PLD is cached; asked for in any order of rounds, epsilon
+    # is what dp_accounting's PLDAccountant gives, exactly.
+    from dp_accounting.pld import pld_privacy_accountant  # pylint: disable=g-import-not-at-top
+    from tff_dprec.accounting import baselines  # pylint: disable=g-import-not-at-top
+    event = dp_accounting.PoissonSampledDpEvent(
+        q, dp_accounting.GaussianDpEvent(z))
+    for rounds in (3, 1, 7, 3):
+      accountant = pld_privacy_accountant.PLDAccountant(
+          value_discretization_interval=discretization)
+      accountant.compose(event, rounds)
+      for delta in (1e-5, 1e-8):
+        self.assertEqual(
+            baselines._composed_pld(  # pylint: disable=protected-access
+                q, z, discretization, rounds).get_epsilon_for_delta(delta),
+            accountant.get_epsilon(delta))
+
   def test_bad_conversion(self):
     with self.assertRaisesRegex(ValueError, 'conversion'):
       accounting.dp_fedavg_epsilon(
