@@ -15,11 +15,11 @@ import sys
 
 from absl import app
 from absl import flags
-from absl import logging
 # Imported before absl parses flags: Keras models built after a late
 # TensorFlow import under `app.run` fail to build (empty inbound nodes).
 import tensorflow as tf  # pylint: disable=unused-import
 
+from experiments.runner import cli as cli_lib
 from experiments.runner import config as config_lib
 
 _TASK = flags.DEFINE_string(
@@ -221,11 +221,7 @@ def main(argv):
     config = config_from_flags()
   except (TypeError, ValueError) as e:
     _fail(e)
-  # Per-round checkpoint and Keras INFO lines would drown the progress bar;
-  # --verbosity=0 (absl) brings them back.
-  if not flags.FLAGS['verbosity'].present:
-    logging.set_verbosity(logging.WARNING)
-    tf.get_logger().setLevel('WARNING')
+  cli_lib.quiet_logs()
   from experiments.infra import worker_reaper  # pylint: disable=g-import-not-at-top
   worker_reaper.install()
   from experiments.runner import checkpoints  # pylint: disable=g-import-not-at-top

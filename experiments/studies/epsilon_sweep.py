@@ -41,7 +41,6 @@ separate private run on the same training clients.
 import csv
 import math
 import os
-import sys
 import time
 from typing import Optional
 
@@ -51,6 +50,7 @@ from absl import flags
 # `app.run` fail to build (empty inbound nodes).
 import tensorflow as tf  # pylint: disable=unused-import
 
+from experiments.runner import cli as cli_lib
 from experiments.runner import config as config_lib
 from experiments.runner import plans
 from experiments.runner import report
@@ -296,20 +296,21 @@ def main(argv):
     if _TUNE_SEEDS.value < 1:
       raise ValueError(f'--tune_seeds must be >= 1, found {_TUNE_SEEDS.value}.')
     base = config_lib.RunConfig(
-        task=_TASK.value, aggregators=aggregators, data_dir=_DATA_DIR.value,
-        output_dir=_OUTPUT_DIR.value, num_seeds=_NUM_SEEDS.value,
+        task=_STUDY.task.value, aggregators=aggregators,
+        data_dir=_STUDY.data_dir.value,
+        output_dir=_STUDY.output_dir.value, num_seeds=_NUM_SEEDS.value,
         progress=False,
-        population=config_lib.parse_population(_POPULATION.value))
+        population=_STUDY.population_value())
     check_grid_values(base, grids)
   except (TypeError, ValueError) as e:
-    print(f'error: {e}', file=sys.stderr)
-    sys.exit(2)
+    cli_lib.fail(e)
+  cli_lib.quiet_logs()
   start = time.time()
   points, context, label = run_sweep(base, epsilons, grids,
                                      tune_seeds=_TUNE_SEEDS.value,
                                      controls=_CONTROLS.value)
   rows = summarize(points)
-  paths = write(os.path.join(_OUTPUT_DIR.value, _TASK.value), rows, context,
+  paths = write(os.path.join(_STUDY.output_dir.value, _STUDY.task.value), rows, context,
                 label)
   print(markdown_table(rows, context, label))
   print(f'Wrote {", ".join(paths)}; wall time {time.time() - start:.0f} s.')
@@ -409,10 +410,9 @@ def run_sweep(base, epsilons, grids, *, tune_seeds: int, controls: bool,
 def _define_flags():
   """Defined only when run as a program (tests import this module)."""
   # pylint: disable=global-statement
-  global _TASK, _AGGREGATORS, _EPSILONS, _NUM_SEEDS, _TUNE_SEEDS, _GRIDS
-  global _CONTROLS, _DATA_DIR, _OUTPUT_DIR, _POPULATION
-  _TASK = flags.DEFINE_enum('task', 'stackoverflow_lr', config_lib.TASKS,
-                            'Task.')
+  global _STUDY, _AGGREGATORS, _EPSILONS, _NUM_SEEDS, _TUNE_SEEDS, _GRIDS
+  global _CONTROLS
+  _STUDY = cli_lib.define_study_flags('output/epsilon_sweep')
   _AGGREGATORS = flags.DEFINE_list('aggregators', ['dp_rec', 'dp_fedavg'],
                                    'Private aggregators to sweep.')
   _EPSILONS = flags.DEFINE_list('epsilons', ['1', '4', '16', '64'],
@@ -426,11 +426,6 @@ def _define_flags():
       "experiments.tune); '' runs every point at the task defaults.")
   _CONTROLS = flags.DEFINE_boolean(
       'controls', True, 'Run each point\'s <aggregator>_no_noise control.')
-  _DATA_DIR = flags.DEFINE_string('data_dir', 'data_cache', 'Data directory.')
-  _POPULATION = flags.DEFINE_string('population', None,
-                                    config_lib.POPULATION_HELP)
-  _OUTPUT_DIR = flags.DEFINE_string('output_dir', 'output/epsilon_sweep',
-                                    'Where runs and the results go.')
 
 
 def cli():

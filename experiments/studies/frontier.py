@@ -22,17 +22,16 @@ lines).
 
 import csv
 import os
-import sys
 import time
 
 from absl import app
 from absl import flags
-from absl import logging
 # As in experiments.run: Keras models built after a TensorFlow import under
 # `app.run` fail to build (empty inbound nodes).
-import tensorflow as tf
+import tensorflow as tf  # pylint: disable=unused-import
 
 from experiments.data import tasks
+from experiments.runner import cli as cli_lib
 from experiments.runner import config as config_lib
 from experiments.runner import report
 
@@ -169,35 +168,30 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
   start = time.time()
-  # As experiments.run: per-round checkpoint INFO lines drown the output;
-  # --verbosity=0 brings them back.
-  if not flags.FLAGS['verbosity'].present:
-    logging.set_verbosity(logging.WARNING)
-    tf.get_logger().setLevel('WARNING')
+  cli_lib.quiet_logs()
   try:
     baseline_clients = parse_sizes(_BASELINE_CLIENTS.value,
                                    'baseline_clients')
     runs = plan_runs(parse_sizes(_DP_REC_CLIENTS.value, 'dp_rec_clients'),
                      baseline_clients, tuple(_BASELINES.value))
     reference = min(baseline_clients)
-    sigma = tasks.defaults(_TASK.value).noise_stddev
+    sigma = tasks.defaults(_STUDY.task.value).noise_stddev
     configs = []
     for clients, aggregators in runs.items():
       scaled = {}
       if _SCALE_NOISE_STDDEV.value and clients != reference:
         scaled['noise_stddev'] = noise_stddev_for(clients, reference, sigma)
       configs.append(config_lib.RunConfig(
-          task=_TASK.value, aggregators=tuple(aggregators),
-          data_dir=_DATA_DIR.value,
-          output_dir=os.path.join(_OUTPUT_DIR.value, f'B{clients}'),
+          task=_STUDY.task.value, aggregators=tuple(aggregators),
+          data_dir=_STUDY.data_dir.value,
+          output_dir=os.path.join(_STUDY.output_dir.value, f'B{clients}'),
           clients_per_round=clients, rounds=_ROUNDS.value,
           target_epsilon=_TARGET_EPSILON.value, num_seeds=_NUM_SEEDS.value,
           progress=False,
-          population=config_lib.parse_population(_POPULATION.value),
+          population=_STUDY.population_value(),
           **scaled))
   except (TypeError, ValueError) as e:
-    print(f'error: {e}', file=sys.stderr)
-    sys.exit(2)
+    cli_lib.fail(e)
   from experiments.runner import training  # pylint: disable=g-import-not-at-top
   points, context, label = [], {}, 'metric'
   for config in configs:
@@ -206,7 +200,7 @@ def main(argv):
     context, label = captured, records[0]['metric_label']
     points.append((config.clients_per_round, records))
   rows = summarize(points)
-  paths = write(os.path.join(_OUTPUT_DIR.value, _TASK.value), rows, context,
+  paths = write(os.path.join(_STUDY.output_dir.value, _STUDY.task.value), rows, context,
                 label)
   print(markdown(rows, context, label))
   print('Wrote ' + ', '.join(paths) +
@@ -216,11 +210,9 @@ def main(argv):
 def _define_flags():
   """Defined only when run as a program (tests import this module)."""
   # pylint: disable=global-statement
-  global _TASK, _DP_REC_CLIENTS, _BASELINE_CLIENTS, _BASELINES, _ROUNDS
-  global _TARGET_EPSILON, _NUM_SEEDS, _DATA_DIR, _OUTPUT_DIR, _POPULATION
-  global _SCALE_NOISE_STDDEV
-  _TASK = flags.DEFINE_enum('task', 'stackoverflow_lr', config_lib.TASKS,
-                            'Task.')
+  global _STUDY, _DP_REC_CLIENTS, _BASELINE_CLIENTS, _BASELINES, _ROUNDS
+  global _TARGET_EPSILON, _NUM_SEEDS, _SCALE_NOISE_STDDEV
+  _STUDY = cli_lib.define_study_flags('output/frontier')
   _DP_REC_CLIENTS = flags.DEFINE_list(
       'dp_rec_clients', ['40', '160', '640'], 'DP-REC clients per round.')
   _BASELINE_CLIENTS = flags.DEFINE_list(
@@ -237,11 +229,6 @@ def _define_flags():
       'averaged noise stays at the level tuned at that B and its clip grows '
       '(noise_stddev_for); --noscale_noise_stddev keeps the tuned sigma.')
   _NUM_SEEDS = flags.DEFINE_integer('num_seeds', 3, 'Seeds per point.')
-  _DATA_DIR = flags.DEFINE_string('data_dir', 'data_cache', 'Data directory.')
-  _POPULATION = flags.DEFINE_string('population', None,
-                                    config_lib.POPULATION_HELP)
-  _OUTPUT_DIR = flags.DEFINE_string('output_dir', 'output/frontier',
-                                    'Where runs and the results go.')
 
 
 def cli():

@@ -30,7 +30,6 @@ main job's defaults were tuned with.
 import itertools
 import json
 import os
-import sys
 import time
 
 from absl import app
@@ -39,6 +38,7 @@ from absl import flags
 # `app.run` fail to build (empty inbound nodes).
 import tensorflow as tf  # pylint: disable=unused-import
 
+from experiments.runner import cli as cli_lib
 from experiments.runner import config as config_lib
 
 
@@ -145,16 +145,16 @@ def main(argv):
   try:
     settings = parse_grid(_GRID.value)
     base = config_lib.RunConfig(
-        task=_TASK.value, aggregators=(_AGGREGATOR.value,),
-        data_dir=_DATA_DIR.value, output_dir=_OUTPUT_DIR.value,
+        task=_STUDY.task.value, aggregators=(_AGGREGATOR.value,),
+        data_dir=_STUDY.data_dir.value, output_dir=_STUDY.output_dir.value,
         rounds=_ROUNDS.value, clients_per_round=_CLIENTS.value,
         target_epsilon=_EPSILON.value, num_seeds=_NUM_SEEDS.value,
         # Scored by the final evaluation only: no intermediate ones.
         eval_split='validation', eval_every=10**6, progress=False,
-        population=config_lib.parse_population(_POPULATION.value))
+        population=_STUDY.population_value())
   except (GridError, TypeError, ValueError) as e:
-    print(f'error: {e}', file=sys.stderr)
-    sys.exit(2)
+    cli_lib.fail(e)
+  cli_lib.quiet_logs()
   os.makedirs(os.path.join(base.output_dir, base.task), exist_ok=True)
   path = os.path.join(base.output_dir, base.task,
                       f'tune_{_AGGREGATOR.value}.json')
@@ -174,10 +174,8 @@ def main(argv):
 def _define_flags():
   """Defined only when run as a program (tests import this module)."""
   # pylint: disable=global-statement
-  global _TASK, _AGGREGATOR, _GRID, _ROUNDS
-  global _CLIENTS, _EPSILON, _NUM_SEEDS, _DATA_DIR, _OUTPUT_DIR, _POPULATION
-  _TASK = flags.DEFINE_enum('task', 'stackoverflow_lr', config_lib.TASKS,
-                            'Task.')
+  global _STUDY, _AGGREGATOR, _GRID, _ROUNDS, _CLIENTS, _EPSILON, _NUM_SEEDS
+  _STUDY = cli_lib.define_study_flags('output/tune')
   _AGGREGATOR = flags.DEFINE_string('aggregator', 'dp_fedavg',
                                     'The aggregator to tune.')
   _GRID = flags.DEFINE_string('grid', None, 'The grid (see the module doc).')
@@ -186,11 +184,6 @@ def _define_flags():
                                   'Clients per round (task default).')
   _EPSILON = flags.DEFINE_float('target_epsilon', 1.0, 'Privacy target.')
   _NUM_SEEDS = flags.DEFINE_integer('num_seeds', 1, 'Seeds per setting.')
-  _DATA_DIR = flags.DEFINE_string('data_dir', 'data_cache', 'Data directory.')
-  _POPULATION = flags.DEFINE_string('population', None,
-                                    config_lib.POPULATION_HELP)
-  _OUTPUT_DIR = flags.DEFINE_string('output_dir', 'output/tune',
-                                    'Where runs and the results go.')
 
 
 def cli():

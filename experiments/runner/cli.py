@@ -1,0 +1,53 @@
+"""What the command lines share: quiet logs, the task, data and output
+flags, and the one-line error with exit code 2 for a bad setting."""
+
+import dataclasses
+import sys
+
+from absl import flags
+from absl import logging
+
+from experiments.runner import config as config_lib
+
+
+def quiet_logs() -> None:
+  """Keeps per-round checkpoint and Keras INFO lines out of a run's output.
+
+  absl's `--verbosity=0` on the command line brings them back.
+  """
+  if not flags.FLAGS['verbosity'].present:
+    logging.set_verbosity(logging.WARNING)
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    tf.get_logger().setLevel('WARNING')
+
+
+def fail(error) -> None:
+  """Ends the program with one `error:` line on stderr and exit code 2."""
+  print(f'error: {error}', file=sys.stderr)
+  sys.exit(2)
+
+
+@dataclasses.dataclass(frozen=True)
+class StudyFlags:
+  """The flags every study has: its task, and where data and results live."""
+  task: flags.FlagHolder
+  data_dir: flags.FlagHolder
+  population: flags.FlagHolder
+  output_dir: flags.FlagHolder
+
+  def population_value(self):
+    """`--population` parsed (`config.parse_population`)."""
+    return config_lib.parse_population(self.population.value)
+
+
+def define_study_flags(output_dir: str) -> StudyFlags:
+  """Defines --task, --data_dir, --population and --output_dir."""
+  return StudyFlags(
+      task=flags.DEFINE_enum('task', 'stackoverflow_lr', config_lib.TASKS,
+                             'Task.'),
+      data_dir=flags.DEFINE_string('data_dir', 'data_cache',
+                                   'Data directory.'),
+      population=flags.DEFINE_string('population', None,
+                                     config_lib.POPULATION_HELP),
+      output_dir=flags.DEFINE_string('output_dir', output_dir,
+                                     'Where runs and the results go.'))
