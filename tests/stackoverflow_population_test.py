@@ -115,6 +115,23 @@ class PopulationTest(tf.test.TestCase):
                                                 False),
         print_fn=lambda _: None).read_record())
 
+  def test_checkpoints_refuse_other_embedded_data(self):
+    task = tasks.create_task('stackoverflow_lr', self.data_dir,
+                             embedded_config=_SMALL, population='stored')
+    plan = types.SimpleNamespace(name='fedavg', params={},
+                                 sampling=plans.FIXED_SIZE)
+    fingerprints = []
+    other = dict(_SMALL, seed=_SMALL['seed'] + 1)
+    for embedded_config in (None, _SMALL, other):
+      config = config_lib.RunConfig(
+          task='stackoverflow_lr', aggregators=('fedavg',),
+          embedded_config=embedded_config).resolved(task)
+      fingerprints.append(training._fingerprint_config(  # pylint: disable=protected-access
+          task, config, plan, 1.0, False))
+    self.assertNotIn('embedded_config', fingerprints[0])
+    self.assertEqual(fingerprints[1]['embedded_config'], _SMALL)
+    self.assertNotEqual(fingerprints[1], fingerprints[2])
+
   def test_ids_and_errors(self):
     ids = self.population.client_ids
     self.assertLen(ids, 100_000)

@@ -364,7 +364,11 @@ def _fingerprint_config(task, config, plan, server_lr, use_history) -> dict:
       # so that the others' fingerprints (and their resumes) are unchanged,
       # and a DP-FedAvg run of the fixed-size sampler is refused.
       **({'sampling': plan.sampling} if plan.sampling == plans.POISSON
-         else {}))
+         else {}),
+      # Named only when set (the default's fingerprints are unchanged): the
+      # embedded data's generator settings are the data.
+      **({'embedded_config': config.embedded_config}
+         if config.embedded_config else {}))
 
 
 def _resume(run_, state):

@@ -136,7 +136,8 @@ def _composed_pld(q, noise_multiplier, discretization, rounds):
   is built once per (q, z, grid) instead of once per call: a run asks for
   epsilon after every round.
   """
-  return privacy_loss_distribution.PrivacyLossDistribution.identity(
+  pld = privacy_loss_distribution.PrivacyLossDistribution
+  return pld.identity(
       value_discretization_interval=discretization).compose(
           _one_round_pld(q, noise_multiplier, discretization).self_compose(
               rounds))
@@ -144,7 +145,8 @@ def _composed_pld(q, noise_multiplier, discretization, rounds):
 
 @functools.lru_cache(maxsize=32)
 def _one_round_pld(q, noise_multiplier, discretization):
-  return privacy_loss_distribution.PrivacyLossDistribution.from_gaussian_mechanism(
+  pld = privacy_loss_distribution.PrivacyLossDistribution
+  return pld.from_gaussian_mechanism(
       standard_deviation=noise_multiplier,
       value_discretization_interval=discretization, sampling_prob=q)
 
