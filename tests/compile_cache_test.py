@@ -1,11 +1,15 @@
 """Tests for experiments.infra.compile_cache."""
 
+import contextlib
+import io
 import os
 from unittest import mock
 
 import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
+
+from tff_dprec import rec
 
 from experiments.infra import compile_cache
 
@@ -97,6 +101,43 @@ class CompileCacheTest(tf.test.TestCase):
         _, hit, _ = self._compile()
         self.assertFalse(hit)
     self.assertEmpty(self._files())
+
+  def test_a_folder_others_may_write_is_not_used(self):
+    os.chmod(self.folder, 0o777)
+    self.addCleanup(os.chmod, self.folder, 0o700)
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+      self.assertIsNone(compile_cache.directory())
+      _, hit, _ = self._compile()
+    self.assertFalse(hit)
+    self.assertEmpty(self._files())
+    self.assertIn('writable by others', err.getvalue())
+    os.chmod(self.folder, 0o755)  # Others may read: used.
+    self.assertEqual(compile_cache.directory(), self.folder)
+
+  def test_temporary_files_of_dead_writers_are_removed_when_stale(self):
+    stale = os.path.join(self.folder, 'dead.tmp')
+    fresh = os.path.join(self.folder, 'busy.tmp')
+    for path in (stale, fresh):
+      with open(path, 'wb') as f:
+        f.write(b'partial')
+    os.utime(stale, (1, 1))
+    self._compile()  # A write evicts.
+    self.assertFalse(os.path.exists(stale))
+    self.assertTrue(os.path.exists(fresh))
+
+  def test_fresh_randomness_stays_fresh_on_a_hit(self):
+    @tff.tensorflow.computation
+    def draw():
+      return rec.fresh_uniform([4])
+
+    values = []
+    for _ in range(2):  # A miss, then a hit.
+      tff.framework.set_default_context(
+          compile_cache.local_context(compile_cache.NATIVE))
+      values.extend([draw(), draw()])
+    tff.backends.native.set_sync_local_cpp_execution_context()
+    self.assertEqual(len({v.tobytes() for v in values}), 4)
 
   def test_compilers_have_their_own_keys(self):
     proto = _proto(self.comp)

@@ -14,6 +14,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from experiments.studies import audit
+from experiments.infra import compile_cache
 from experiments.runner import execution
 from experiments.runner import plans
 from experiments.runner import report
@@ -511,6 +512,60 @@ class PrivacyOfTheTrainingProcessTest(tf.test.TestCase):
     self.assertTrue(any(np.issubdtype(d, np.floating) for d in dtypes))
 
 
+  def test_fixed_build_seed_reaches_no_random_op(self):
+    # execution.build_process fixes Python's `random` while TFF traces (for
+    # Keras's initializer seeds). Every stateful random op of the private
+    # processes must still seed itself at run time (seed = seed2 = 0), so
+    # that no noise is a constant of the build.
+    task = tasks.create_task('digits', self.create_tempdir().full_path)
+    value_type = tff.learning.models.weights_type_from_model(
+        task.baseline.model_fn).trainable
+    execution.allow_oversize_protos()
+    for name in ('dp_rec', 'dp_fedavg', 'ddgauss16'):
+      plan = plans.plan(
+          name, value_type=value_type, population=task.population,
+          clients_per_round=5, rounds=3, target_epsilon=8.0, delta=1e-3,
+          bits=7, grouping='tensor', noise_stddev=0.02, l2_clip=0.5)
+      process = execution.build_process(
+          task, plan, 0.05, tff.learning.optimizers.build_sgdm(1.0))
+      ops = _stateful_random_ops(
+          tff.framework.ConcreteComputation.get_proto(process.next))
+      if name != 'ddgauss16':  # DDGauss's draws are stateless, seeded at run
+        self.assertNotEmpty(ops, name)  # time from a timestamp.
+      for op, seeds in ops:
+        self.assertEqual(seeds, (0, 0), f'{name}: {op}')
+
+
+_STATEFUL_RANDOM_OPS = frozenset({
+    'RandomStandardNormal', 'RandomUniform', 'RandomUniformInt',
+    'TruncatedNormal', 'RandomShuffle', 'Multinomial', 'RandomGamma',
+    'RandomPoisson', 'RandomPoissonV2', 'ParameterizedTruncatedNormal'})
+
+
+def _stateful_random_ops(proto):
+  """[(op name, (seed, seed2))] of every TF graph in a computation proto."""
+  found = []
+
+  def visit(message):
+    if message.DESCRIPTOR.full_name == 'tensorflow_federated.v0.TensorFlow':
+      graph = tf.compat.v1.GraphDef()
+      message.graph_def.Unpack(graph)
+      nodes = list(graph.node) + [n for f in graph.library.function
+                                  for n in f.node_def]
+      found.extend((n.name, (n.attr['seed'].i, n.attr['seed2'].i))
+                   for n in nodes if n.op in _STATEFUL_RANDOM_OPS)
+      return
+    for field, value in message.ListFields():
+      if field.type != field.TYPE_MESSAGE:
+        continue
+      for item in (value if field.label == field.LABEL_REPEATED else
+                   [value]):
+        visit(item)
+
+  visit(proto)
+  return found
+
+
 class FixedNoiseMultiplierTest(tf.test.TestCase):
   """DP-FedAvg at a given noise multiplier (the local-DP comparison)."""
 
@@ -679,7 +734,10 @@ class ResumeTest(tf.test.TestCase):
   def test_killed_runs_resume_to_the_same_result(self):
     data_dir = self.create_tempdir().full_path
     reference_dir = self.create_tempdir().full_path
-    result = _run_cli(self._args(reference_dir, data_dir))
+    # The reference compiles with TFF's compiler alone; the resumed run
+    # below takes computations from the compile cache.
+    result = _run_cli(self._args(reference_dir, data_dir),
+                      {compile_cache.ENV: 'off'})
     self.assertEqual(result.returncode, 0, result.stderr[-3000:])
     reference = _summary(reference_dir)
     self.assertTrue(reference['dp_rec']['insecure_test_mode'])

@@ -23,12 +23,22 @@ computes the same with or without the cache (`tests/compile_cache_test.py`).
 A computation's proto holds TensorFlow's function names, numbered from one
 process-wide counter (`__inference_client_update_4065`), so a process hits
 only where it builds the same computations in the same order as the one that
-wrote the file. Two things make that the rule rather than luck: a hit
+wrote the file. Two things help a rerun of a command stay in step: a hit
 advances the counter by as much as the compilation it replaces did (it
 traces TensorFlow computations for the intrinsics' bodies; the count is kept
 in the file), so that what a process builds after a hit is named as after a
 miss; and `experiments.runner.execution.build_process` fixes Keras's
-initializer seeds, the one random part of the graphs.
+initializer seeds, the one random part of the graphs. Neither is a promise:
+a compilation's count depends on TFF's in-process caches (66 uids for a
+first `federated_mean`, 58 for a second), so a process that misses after
+hits (an evicted or damaged file) numbers what follows differently, and its
+later computations miss. Misses only cost time: the key covers the whole
+input, so a hit is always the compilation of exactly that computation.
+
+Whoever can write the folder can make runs execute other graphs (a DP
+mechanism without its noise, say), so a folder that another user owns or
+that others may write is not used (a warning says so); the default is in the
+user's home.
 
 One caveat is TFF's: its compiler names each TensorFlow graph by Python's
 `hash` of the graph, which differs between processes, so a cached computation
@@ -43,9 +53,12 @@ removed when the folder exceeds `MAX_BYTES`; deleting it is always safe.
 
 import functools
 import hashlib
+import json
 import os
 import platform
+import sys
 import tempfile
+import time
 from typing import Callable, Optional
 
 ENV = 'TFF_DPREC_COMPILE_CACHE'
@@ -60,18 +73,46 @@ TEST = 'test'
 stats = {'hits': 0, 'misses': 0}
 
 
+_OFF = ('off', 'none', '0', '', 'false', 'no')
+# A cache file's traced-function count above this is damage, not a count.
+_MAX_TRACED = 10**7
+# Temporary files of writers that died, removed after this many seconds.
+_STALE_TEMP_SECONDS = 3600
+
+
 def directory() -> Optional[str]:
-  """The cache folder, or None when disabled."""
+  """The cache folder, or None when disabled or not safe to use."""
   path = os.environ.get(ENV, _DEFAULT)
-  if path.lower() in ('off', 'none', '0', ''):
+  if path.strip().lower() in _OFF:
     return None
-  return os.path.expanduser(path)
+  path = os.path.expanduser(path)
+  try:
+    info = os.stat(path)
+  except OSError:
+    return path  # Made on the first write, with this user's umask.
+  if info.st_uid != os.getuid() or info.st_mode & 0o022:
+    _warn_once(f'compile cache {path!r} is not used: it is owned by another '
+               'user or writable by others, and whoever can write it can '
+               'change what runs compute. Use a folder of your own, or '
+               f'{ENV}=off.')
+    return None
+  return path
+
+
+_warned = set()
+
+
+def _warn_once(message):
+  if message not in _warned:
+    _warned.add(message)
+    print(f'WARNING: {message}', file=sys.stderr)
 
 
 def compilers() -> dict[str, Callable]:
   """TFF's compiler functions of its local contexts, by name."""
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
 
+  # Changing what these do needs a new `_FORMAT` (they are not in the key).
   def test_compiler(comp):
     # What tff.backends.test's context does: the secure sums become their
     # insecure TensorFlow bodies, then the native compilation.
@@ -98,6 +139,8 @@ def cached(compiler_name: str) -> Callable:
     path = os.path.join(folder, key(compiler_name, proto) + '.pb')
     start = _uid()
     entry = _read(path, type(proto))
+    if entry is not None and entry[0].type != proto.type:
+      entry = None  # Damage that parses: compiled again.
     if entry is not None:
       compiled, traced = entry
       for _ in range(traced):
@@ -111,7 +154,7 @@ def cached(compiler_name: str) -> Callable:
     result = compiler_fn(comp)
     traced = _uid() - start - 1
     _write(folder, path, traced, tff.framework.ConcreteComputation.get_proto(
-        result).SerializeToString(deterministic=True))
+        result))
     return result
 
   return compile_fn
@@ -150,17 +193,28 @@ def _environment() -> bytes:
       flags = next((line for line in f if line.startswith('flags')), '')
   except OSError:
     pass
-  parts = [_FORMAT.decode(), tff.__version__, tf.__version__,
+  # Grappler's rewrites can depend on the build and on the devices it sees.
+  build = json.dumps(dict(tf.sysconfig.get_build_info()), sort_keys=True,
+                     default=str)
+  devices = ','.join(sorted(d.device_type
+                            for d in tf.config.list_physical_devices()))
+  parts = [_FORMAT.decode(), tff.__version__, tf.__version__, build, devices,
            platform.machine(), flags,
            os.environ.get('TF_ENABLE_ONEDNN_OPTS', '')]
   return '\0'.join(parts).encode()
 
 
 def _uid() -> int:
-  # The counter TensorFlow numbers traced functions with; it has no public
-  # name in TF 2.14.
-  from tensorflow.python.framework import ops  # pylint: disable=g-import-not-at-top,g-direct-tensorflow-import
-  return ops.uid()
+  """The counter TensorFlow numbers traced functions with (0 if missing).
+
+  It has no public name in TF 2.14; without it hits stay correct, and a
+  process only misses more.
+  """
+  try:
+    from tensorflow.python.framework import ops  # pylint: disable=g-import-not-at-top,g-direct-tensorflow-import
+    return ops.uid()
+  except (ImportError, AttributeError):
+    return 0
 
 
 def _read(path, proto_type):
@@ -178,6 +232,8 @@ def _read(path, proto_type):
   if len(body) < 8 or hashlib.sha256(body).digest() != checksum:
     return None
   traced = int.from_bytes(body[:8], 'little')
+  if traced > _MAX_TRACED:
+    return None
   proto = proto_type()
   try:
     proto.ParseFromString(body[8:])
@@ -190,29 +246,47 @@ def _read(path, proto_type):
   return proto, traced
 
 
-def _write(folder, path, traced: int, payload: bytes):
-  body = max(traced, 0).to_bytes(8, 'little') + payload
+def _write(folder, path, traced: int, compiled):
+  temp = None
   try:
+    body = (min(max(traced, 0), _MAX_TRACED).to_bytes(8, 'little') +
+            compiled.SerializeToString(deterministic=True))
     os.makedirs(folder, exist_ok=True)
     handle, temp = tempfile.mkstemp(dir=folder, suffix='.tmp')
     with os.fdopen(handle, 'wb') as f:
       f.write(_FORMAT + b'\0' + hashlib.sha256(body).digest() + body)
     os.replace(temp, path)
+    temp = None
     _evict(folder, keep=path)
-  except OSError:
+  except Exception:  # pylint: disable=broad-except
     pass  # A cache that cannot be written only costs time.
+  finally:
+    if temp is not None:
+      try:
+        os.remove(temp)
+      except OSError:
+        pass
 
 
 def _evict(folder, keep):
   entries = []
+  now = time.time()
   for name in os.listdir(folder):
-    if name.endswith('.pb') and os.path.join(folder, name) != keep:
-      full = os.path.join(folder, name)
-      try:
-        stat = os.stat(full)
-      except OSError:
-        continue
-      entries.append((stat.st_mtime, stat.st_size, full))
+    full = os.path.join(folder, name)
+    if full == keep or not name.endswith(('.pb', '.tmp')):
+      continue
+    try:
+      stat = os.stat(full)
+    except OSError:
+      continue
+    if name.endswith('.tmp'):  # Left by a writer that died.
+      if now - stat.st_mtime > _STALE_TEMP_SECONDS:
+        try:
+          os.remove(full)
+        except OSError:
+          pass
+      continue
+    entries.append((stat.st_mtime, stat.st_size, full))
   total = sum(size for _, size, _ in entries) + os.path.getsize(keep)
   for _, size, full in sorted(entries):
     if total <= MAX_BYTES:
