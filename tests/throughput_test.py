@@ -18,6 +18,7 @@ import tensorflow_federated as tff
 
 from tff_dprec import history as tff_history
 
+from experiments.infra import compile_cache
 from experiments.data import stackoverflow_arrays
 from experiments.data import stackoverflow_data
 from experiments.data import tasks
@@ -118,6 +119,7 @@ class BenchmarkTest(tf.test.TestCase):
     data_dir = os.path.join(tf.compat.v1.test.get_temp_dir(), 'so_bench')
     stackoverflow_data.generate(data_dir, _TINY)
     lines = []
+    cache_setting = os.environ.get(compile_cache.ENV)
     out = throughput.run(aggregators=('dp_rec',), rounds=2,
                          clients_per_round=3, data_dir=data_dir,
                          embedded_config=_TINY, print_fn=lines.append)
@@ -129,6 +131,13 @@ class BenchmarkTest(tf.test.TestCase):
     self.assertGreater(out['local_training_floor'], 0.0)
     self.assertGreater(out['encode_floor'], 0.0)
     self.assertTrue(any('overhead ratio' in line for line in lines))
+    # The reference path compiles without the cache; the fast path's
+    # initialize and next go through it (compiled, or found).
+    reference, fast = out['rows']
+    self.assertEqual((reference['compiled'], reference['compiled_from_cache']),
+                     (0, 0))
+    self.assertGreaterEqual(fast['compiled'] + fast['compiled_from_cache'], 2)
+    self.assertEqual(os.environ.get(compile_cache.ENV), cache_setting)
     with self.assertRaisesRegex(ValueError, 'rounds=1'):
       throughput.run(rounds=1, data_dir=data_dir)
     with self.assertRaisesRegex(ValueError, "paths: unknown 'slow'"):
