@@ -48,9 +48,9 @@ class CompileCacheTest(tf.test.TestCase):
   def _compile(self):
     """Compiles through a fresh cached compiler: (result, hit, counter)."""
     hits = compile_cache.stats['hits']
-    start = compile_cache._uid()  # pylint: disable=protected-access
+    start = compile_cache._uid_counter()()  # pylint: disable=protected-access
     result = compile_cache.cached(compile_cache.NATIVE)(self.comp)
-    used = compile_cache._uid() - start  # pylint: disable=protected-access
+    used = compile_cache._uid_counter()() - start  # pylint: disable=protected-access
     return result, compile_cache.stats['hits'] > hits, used
 
   def test_a_hit_returns_the_compiled_proto_and_advances_the_counter(self):

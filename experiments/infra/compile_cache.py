@@ -12,8 +12,9 @@ compiles it again.
 The compiled proto is a function of the computation's proto and of the
 software that compiles it, so this cache stores it under a SHA-256 key of the
 computation's deterministic serialization, the compiler's name (`'native'`
-or `'test'`), the TFF and TensorFlow versions, the machine type, the CPU's
-feature flags and `TF_ENABLE_ONEDNN_OPTS` (on which Grappler's rewrites may
+or `'test'`), the TFF and TensorFlow versions, TensorFlow's build
+information, the visible device types, the machine type, the CPU's feature
+flags and `TF_ENABLE_ONEDNN_OPTS` (on which Grappler's rewrites may
 depend). A file holds the compiled proto behind its SHA-256, written
 atomically (concurrent processes are safe); a file that fails the check or
 does not parse is compiled again and rewritten. A hit returns what the
@@ -137,22 +138,22 @@ def cached(compiler_name: str) -> Callable:
       return compiler_fn(comp)
     proto = tff.framework.ConcreteComputation.get_proto(comp)
     path = os.path.join(folder, key(compiler_name, proto) + '.pb')
-    start = _uid()
+    uid = _uid_counter()
+    start = uid()
     entry = _read(path, type(proto))
     if entry is not None and entry[0].type != proto.type:
       entry = None  # Damage that parses: compiled again.
     if entry is not None:
       compiled, traced = entry
-      for _ in range(traced):
-        _uid()
-      _uid()
+      for _ in range(traced + 1):  # As the compilation and the call below.
+        uid()
       stats['hits'] += 1
       return tff.framework.ConcreteComputation(
           computation_proto=compiled,
           context_stack=tff.framework.get_context_stack())
     stats['misses'] += 1
     result = compiler_fn(comp)
-    traced = _uid() - start - 1
+    traced = uid() - start - 1
     _write(folder, path, traced, tff.framework.ConcreteComputation.get_proto(
         result))
     return result
@@ -168,17 +169,19 @@ def key(compiler_name: str, proto) -> str:
   return digest.hexdigest()
 
 
-def local_context(compiler_name: str):
+def local_context(compiler_name: str, use_cache: bool = True):
   """TFF's sync local C++ context (native or test), compiling via the cache.
 
   The context that `tff.backends.native.set_sync_local_cpp_execution_context`
   (or, for `TEST`, `tff.backends.test.set_sync_test_cpp_execution_context`)
-  sets with default arguments; only the compiler is wrapped.
+  sets with default arguments; only the compiler is wrapped (not even that
+  with `use_cache=False`).
   """
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
   return tff.framework.SyncExecutionContext(
       executor_fn=tff.framework.local_cpp_executor_factory(),
-      compiler_fn=cached(compiler_name),
+      compiler_fn=(cached(compiler_name) if use_cache
+                   else compilers()[compiler_name]),
       transform_args=tff.tensorflow.transform_args,
       transform_result=tff.tensorflow.transform_result)
 
@@ -204,7 +207,7 @@ def _environment() -> bytes:
   return '\0'.join(parts).encode()
 
 
-def _uid() -> int:
+def _uid_counter() -> Callable[[], int]:
   """The counter TensorFlow numbers traced functions with (0 if missing).
 
   It has no public name in TF 2.14; without it hits stay correct, and a
@@ -212,9 +215,9 @@ def _uid() -> int:
   """
   try:
     from tensorflow.python.framework import ops  # pylint: disable=g-import-not-at-top,g-direct-tensorflow-import
-    return ops.uid()
+    return ops.uid
   except (ImportError, AttributeError):
-    return 0
+    return lambda: 0
 
 
 def _read(path, proto_type):

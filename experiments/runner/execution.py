@@ -88,7 +88,11 @@ def _fixed_keras_seeds():
   process, so `compile_cache` can serve it. The values those initializers
   draw never reach training: a run starts from `seeded_model_weights` (R'),
   and each client's variables are overwritten by the broadcast model. The
-  caller's `random` state is restored.
+  caller's `random` state is restored. Other Keras layers that take their
+  op seeds from the same source (dropout) get the same seeds in every
+  process; none of the privacy mechanisms' randomness does
+  (tests/experiments_test.py checks that every stateful random op of the
+  private processes seeds itself at run time).
   """
   state = random.getstate()
   random.seed(_BUILD_SEED)
@@ -98,8 +102,12 @@ def _fixed_keras_seeds():
     random.setstate(state)
 
 
-def set_context(plan, pool=None):
-  """Sets the execution context the plan needs (a pool's workers, if any)."""
+def set_context(plan, pool=None, use_compile_cache: bool = True):
+  """Sets the execution context the plan needs (a pool's workers, if any).
+
+  `use_compile_cache=False` compiles as TFF's own local contexts do (the
+  rounds benchmark's reference path).
+  """
   # The previous context's worker is killed, not asked to wind down.
   worker_reaper.reap_context_workers()
   if pool is not None:
@@ -109,4 +117,4 @@ def set_context(plan, pool=None):
     # one), with compiled computations kept on disk.
     tff.framework.set_default_context(compile_cache.local_context(
         compile_cache.TEST if plan.needs_test_context
-        else compile_cache.NATIVE))
+        else compile_cache.NATIVE, use_cache=use_compile_cache))

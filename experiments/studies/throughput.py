@@ -30,7 +30,6 @@ over the floor (local training, plus the encode for DP-REC).
 """
 
 import dataclasses
-import os
 import statistics
 import time
 
@@ -117,12 +116,9 @@ def measure_path(task, config, plan, path: str, sampled) -> Row:
   times, inputs = [], []
   worker_cpu = own_cpu = 0.0
   cache_before = dict(compile_cache.stats)
-  # The reference path compiles as TFF's contexts do, without the cache.
-  cache_setting = os.environ.get(compile_cache.ENV)
-  if path == 'reference':
-    os.environ[compile_cache.ENV] = 'off'
   try:
-    execution.set_context(plan, None)
+    # The reference path compiles as TFF's contexts do, without the cache.
+    execution.set_context(plan, None, use_compile_cache=(path == 'fast'))
     state = process.initialize()
     for round_num, ids in enumerate(sampled, start=1):
       t0 = time.perf_counter()
@@ -138,10 +134,6 @@ def measure_path(task, config, plan, path: str, sampled) -> Row:
       times.append(t2 - t0)
   finally:
     worker_reaper.reap_context_workers()
-    if cache_setting is None:
-      os.environ.pop(compile_cache.ENV, None)
-    else:
-      os.environ[compile_cache.ENV] = cache_setting
   steady = statistics.fmean(times[1:])
   clients = sum(len(ids) for ids in sampled[1:])
   return Row(path=path, aggregator=plan.name,
