@@ -46,10 +46,13 @@ class _SubprocessShim:
     return getattr(subprocess, name)
 
 
-def start_worker(args) -> subprocess.Popen:
-  """Starts a worker that dies with this process and is reaped at exit."""
+def start_worker(args, **popen_kwargs) -> subprocess.Popen:
+  """Starts a worker that dies with this process and is reaped at exit.
+
+  `popen_kwargs` go to `subprocess.Popen` (say, `stdout`).
+  """
   install()
-  return _Popen(args, own=True)
+  return _Popen(args, own=True, **popen_kwargs)
 
 
 def _no_op_del(self):

@@ -132,6 +132,8 @@ class NpzProgramStateManager(tff.program.FileProgramStateManager):
 
 
 _STATE_FILE = 'state.npz'
+# A finished run's record (`RunCheckpointer.write_record`), in its folder.
+RECORD_FILE = 'record.json'
 
 
 class RunCheckpointer:
@@ -146,7 +148,7 @@ class RunCheckpointer:
         self._dir, prefix=_PREFIX, keep_total=keep, keep_first=False)
     self._fingerprint = hashlib.sha256(
         json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()
-    self._record_path = os.path.join(run_dir, 'record.json')
+    self._record_path = os.path.join(run_dir, RECORD_FILE)
     self._print = print_fn
 
   @property

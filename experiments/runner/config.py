@@ -88,6 +88,13 @@ class RunConfig:
   # demand), 'stored' (the clients written in the data files, 4,000 by
   # default) or an int >= 2 (that many clients, made on demand).
   population: Any = None
+  # Processes that train the (aggregator, seed) runs side by side
+  # (`experiments.runner.jobs`); 1 = this process.
+  jobs: int = 1
+  # Set by `jobs` for one of its processes: the (aggregator, seed) pairs it
+  # trains. Such a process writes no task-level outputs (summary, table,
+  # plots); the parent writes them from the runs' records.
+  job_runs: Optional[tuple] = None
 
   def __post_init__(self):
     object.__setattr__(self, 'aggregators', tuple(self.aggregators))
@@ -110,6 +117,21 @@ class RunConfig:
     _check_int(self.num_seeds, 'num_seeds', minimum=1)
     _check_int(self.verify_clients, 'verify_clients', minimum=0)
     _check_int(self.workers, 'workers', minimum=0)
+    _check_int(self.jobs, 'jobs', minimum=1)
+    if self.jobs > 1 and self.workers:
+      raise ValueError(
+          f'jobs={self.jobs} with workers={self.workers}: each job would '
+          'start its own workers; use one of them.')
+    if self.job_runs is not None:
+      object.__setattr__(self, 'job_runs', tuple(
+          (str(name), int(seed)) for name, seed in self.job_runs))
+      runs = {(name, seed) for name in self.aggregators
+              for seed in self.seeds}
+      unknown = [run for run in self.job_runs if run not in runs]
+      if not self.job_runs or unknown:
+        raise ValueError(
+            f'job_runs must be a non-empty subset of the (aggregator, seed) '
+            f'runs {sorted(runs)}, found {self.job_runs!r}.')
     _check_int(self.insecure_test_seed, 'insecure_test_seed', minimum=None,
                optional=True)
     for name in ('noise_stddev', 'l2_clip', 'noise_multiplier', 'clip_ratio',

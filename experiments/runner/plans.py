@@ -90,6 +90,11 @@ class AggregatorSpec:
   needs_test_context: bool
   sampling: str
   build: Callable[['AggregatorSpec', PlanSetting], AggregatorPlan]
+  # Seconds per round relative to FedAvg's, to balance runs over processes
+  # (`experiments.runner.jobs`). From the main job's s/round column
+  # (docs/EXPERIMENTS.md, "Time"): DP-REC 0.64 (at 5 bits; REC alike),
+  # DDGauss 0.43, DP-FedAvg 0.15, FedAvg 0.12, the controls as FedAvg.
+  relative_cost: float = 1.0
 
 
 _REGISTRY: dict = {}
@@ -447,19 +452,19 @@ def _full_model_bits(value_type) -> int:
 for _spec in (
     AggregatorSpec('dp_rec', private=True, supports_history=True,
                    needs_test_context=False, sampling=WITH_REPLACEMENT,
-                   build=_build_rec),
+                   build=_build_rec, relative_cost=5.0),
     AggregatorSpec('rec', private=False, supports_history=True,
                    needs_test_context=False, sampling=WITH_REPLACEMENT,
-                   build=_build_rec),
+                   build=_build_rec, relative_cost=5.0),
     AggregatorSpec('dp_fedavg', private=True, supports_history=False,
                    needs_test_context=False, sampling=POISSON,
-                   build=_build_dp_fedavg),
+                   build=_build_dp_fedavg, relative_cost=1.25),
     AggregatorSpec('ddgauss16', private=True, supports_history=False,
                    needs_test_context=True, sampling=FIXED_SIZE,
-                   build=_build_ddgauss),
+                   build=_build_ddgauss, relative_cost=3.5),
     AggregatorSpec('ddgauss12', private=True, supports_history=False,
                    needs_test_context=True, sampling=FIXED_SIZE,
-                   build=_build_ddgauss),
+                   build=_build_ddgauss, relative_cost=3.5),
     AggregatorSpec('fedavg', private=False, supports_history=False,
                    needs_test_context=False, sampling=FIXED_SIZE,
                    build=_build_fedavg),

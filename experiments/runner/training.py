@@ -70,15 +70,19 @@ def run_experiment(*, task_name: str, print_fn=print, **kwargs) -> list:
 
 
 def run(config: config_lib.RunConfig, print_fn=print,
-        context_out: Optional[dict] = None) -> list:
+        context_out: Optional[dict] = None,
+        start_time: Optional[float] = None) -> list:
   """Trains `config.task` once per aggregator; writes and returns records.
 
   Every round is checkpointed under `output_dir` (`experiments.runner.checkpoints`);
   with `resume` a run continues from the newest valid checkpoint, counting
-  rounds lost in a crash as spent privacy (`experiments.runner.ledger`).
-  `workers` > 0 runs the rounds on TFF C++ workers on loopback.
-  `context_out`, when given, receives the reference rows (initial model,
-  frequent tags) and the wall time.
+  rounds lost in a crash as spent privacy (`experiments.runner.ledger`), and
+  a finished run's record is reused (an aggregator whose runs have all
+  finished is not even built). `workers` > 0 runs the rounds on TFF C++
+  workers on loopback; `job_runs` trains only those runs and writes no
+  task-level outputs (`experiments.runner.jobs`, which also passes its
+  `start_time` for the wall time). `context_out`, when given, receives the
+  reference rows (initial model, frequent tags) and the wall time.
 
   Raises:
     OutputDirError: If the output directory cannot be written (before any
@@ -86,9 +90,86 @@ def run(config: config_lib.RunConfig, print_fn=print,
     ledger.PrivacyLedgerError, checkpoints.CheckpointConfigMismatchError: On
       resume, see those modules.
   """
-  start = time.time()
+  start = time.time() if start_time is None else start_time
   _PHASES.clear()
   compiled = dict(compile_cache.stats)
+  task, config, task_dir = setup(config, print_fn)
+  if any(plans.get(a).needs_test_context for a in config.aggregators):
+    execution.allow_oversize_protos()
+  pool = None
+  if config.workers:
+    pool = distributed.WorkerPool(config.workers)
+    pool.start()
+    print_fn(f'[{task.name}] running on {config.workers} TFF workers at '
+             f'loopback ports {pool.ports}.')
+  runs = {name: [seed for seed in config.seeds
+                 if config.job_runs is None or (name, seed) in config.job_runs]
+          for name in config.aggregators}
+  planned = calibrate(task, config,
+                      names=[name for name in config.aggregators if runs[name]])
+  context = {}
+  if config.job_runs is None:  # A job's parent writes the table.
+    with _timed('reference rows'):
+      context = _context(task, config)
+  results, curves = [], {}
+  try:
+    for name, plan in planned.items():
+      finished = [
+          _finished_run(task, dataclasses.replace(config, seed=seed), plan,
+                        task_dir, print_fn) if config.resume else None
+          for seed in runs[name]]
+      built = None
+      if not all(finished):
+        with _timed('calibrate and build'):
+          built = _build_aggregator(task, config, plan, pool, print_fn)
+      for seed, done in zip(runs[name], finished):
+        if done is not None:
+          record, curve = done['record'], done['curve']
+        else:
+          record, curve = _train_seed(
+              task, dataclasses.replace(config, seed=seed), built, task_dir,
+              print_fn)
+        results.append(record)
+        curves.setdefault(name, []).append(curve)
+        if config.job_runs is None:
+          report.write_summary(task_dir, results)
+  finally:
+    worker_reaper.reap_context_workers()
+    if pool is not None:
+      pool.stop()
+    tff.backends.native.set_sync_local_cpp_execution_context()
+  context['wall_seconds'] = time.time() - start
+  context['phase_seconds'] = dict(_PHASES)
+  if context_out is not None:
+    context_out.update(context)
+  if config.job_runs is None:
+    report.write_table(task_dir, results, context)
+    report.write_curves(task_dir, curves, results)
+    report.write_plots(task_dir, results, curves, context)
+    print_fn('')
+    print_fn(report.markdown_table(results, context))
+    print_fn(f'Data: {task.data_source}. {task.data_note}')
+    print_fn(f'Results in {task_dir} (summary.json, table.md, curves.csv, '
+             'plots; per-run metrics.csv and TensorBoard logs under '
+             f'{os.path.join(task_dir, "tensorboard")}); wall time '
+             f'{time.time() - start:.0f} s.')
+  print_fn('Time by phase (s): ' + ', '.join(
+      f'{k} {v:.1f}' for k, v in sorted(_PHASES.items(),
+                                          key=lambda kv: -kv[1])))
+  print_fn(f'Compiled computations: '
+           f'{compile_cache.stats["hits"] - compiled["hits"]} from the cache, '
+           f'{compile_cache.stats["misses"] - compiled["misses"]} compiled '
+           f'(cache: {compile_cache.directory() or "off"}).')
+  return results
+
+
+def setup(config: config_lib.RunConfig, print_fn=print):
+  """Returns `(task, config resolved for it, the task's output folder)`.
+
+  Raises:
+    OutputDirError: If the output folder cannot be written.
+    tasks.MissingDataError: If the task's data are missing.
+  """
   worker_reaper.install()
   task = tasks_lib.create_task(config.task, config.data_dir,
                                embedded_config=config.embedded_config,
@@ -100,61 +181,22 @@ def run(config: config_lib.RunConfig, print_fn=print,
            f'{config.clients_per_round} per round, {config.rounds} rounds, '
            f'target epsilon={config.target_epsilon} at '
            f'delta={config.delta:.3g}.')
-  if any(plans.get(a).needs_test_context for a in config.aggregators):
-    execution.allow_oversize_protos()
-  pool = None
-  if config.workers:
-    pool = distributed.WorkerPool(config.workers)
-    pool.start()
-    print_fn(f'[{task.name}] running on {config.workers} TFF workers at '
-             f'loopback ports {pool.ports}.')
-  # Every aggregator is calibrated before any trains: a refusal (a target
-  # out of reach, a fixed parameter over the budget) costs no training.
+  return task, config, task_dir
+
+
+def calibrate(task, config, names=None) -> dict:
+  """Plans (calibrates) each of `names` (default: every aggregator).
+
+  Every aggregator is calibrated before any trains: a refusal (a target out
+  of reach, a fixed parameter over the budget) costs no training.
+
+  Raises:
+    plans.OverBudgetError: For a fixed parameter over the budget.
+  """
+  names = config.aggregators if names is None else names
   with _timed('calibrate and build'):
-    planned = {name: plan_for(task, config, name, config.uses_history(name))
-               for name in config.aggregators}
-  with _timed('reference rows'):
-    context = _context(task, config)
-  results, curves = [], {}
-  try:
-    for name in config.aggregators:
-      with _timed('calibrate and build'):
-        built = _build_aggregator(task, config, planned[name], pool,
-                                  print_fn)
-      for seed in config.seeds:
-        record, curve = _train_seed(
-            task, dataclasses.replace(config, seed=seed), built, task_dir,
-            print_fn)
-        results.append(record)
-        curves.setdefault(name, []).append(curve)
-        report.write_summary(task_dir, results)
-  finally:
-    worker_reaper.reap_context_workers()
-    if pool is not None:
-      pool.stop()
-    tff.backends.native.set_sync_local_cpp_execution_context()
-  context['wall_seconds'] = time.time() - start
-  context['phase_seconds'] = dict(_PHASES)
-  if context_out is not None:
-    context_out.update(context)
-  report.write_table(task_dir, results, context)
-  report.write_curves(task_dir, curves, results)
-  report.write_plots(task_dir, results, curves, context)
-  print_fn('')
-  print_fn(report.markdown_table(results, context))
-  print_fn(f'Data: {task.data_source}. {task.data_note}')
-  print_fn(f'Results in {task_dir} (summary.json, table.md, curves.csv, '
-           'plots; per-run metrics.csv and TensorBoard logs under '
-           f'{os.path.join(task_dir, "tensorboard")}); wall time '
-           f'{time.time() - start:.0f} s.')
-  print_fn('Time by phase (s): ' + ', '.join(
-      f'{k} {v:.1f}' for k, v in sorted(_PHASES.items(),
-                                          key=lambda kv: -kv[1])))
-  print_fn(f'Compiled computations: '
-           f'{compile_cache.stats["hits"] - compiled["hits"]} from the cache, '
-           f'{compile_cache.stats["misses"] - compiled["misses"]} compiled '
-           f'(cache: {compile_cache.directory() or "off"}).')
-  return results
+    return {name: plan_for(task, config, name, config.uses_history(name))
+            for name in names}
 
 
 def _context(task, config) -> dict:
@@ -245,6 +287,23 @@ def _build_aggregator(task, config, plan, pool, print_fn) -> _Built:
       execution.build_process(task, plan, config.client_lr,
                               server_optimizer))
   return _Built(plan, process, server_optimizer, use_history, server_lr)
+
+
+def _finished_run(task, config, plan, task_dir, print_fn) -> Optional[dict]:
+  """The saved record of `config.seed`'s run of `plan` if it finished."""
+  agg_dir = os.path.join(task_dir, plan.name, f'seed{config.seed}')
+  if not os.path.exists(os.path.join(agg_dir, checkpoints.RECORD_FILE)):
+    return None
+  server_lr = config.server_lr_for(task, plan.private_setting)
+  checkpointer = checkpoints.RunCheckpointer(
+      agg_dir, _fingerprint_config(task, config, plan, server_lr,
+                                   config.uses_history(plan.name)),
+      print_fn=print_fn)
+  done = checkpointer.read_record()
+  if done is not None:
+    print_fn(f'[{task.name}/{plan.name}] already finished in {agg_dir}; '
+             'reusing its record (--noresume to rerun).')
+  return done
 
 
 def _train_seed(task, config, built, task_dir, print_fn):

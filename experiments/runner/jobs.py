@@ -1,0 +1,192 @@
+"""Trains a run's (aggregator, seed) pairs in processes side by side.
+
+`run(config)` with `config.jobs` = J > 1 is `training.run(config)` spread over
+J child processes: TFF's runtime keeps about one core busy for the cheaper
+aggregators (and less than two for DP-REC), and a run's fixed costs (start-up,
+evaluation, the history replay check) are serial, so J processes on J cores
+finish sooner (docs/EXPERIMENTS.md, "Time"). Each child is this module run as
+a program on the config with `jobs=1` and `job_runs` (its share of the pairs,
+split by `AggregatorSpec.relative_cost`, longest first); it trains and
+checkpoints its runs exactly as `training.run` would in one process (the
+same folders, fingerprints and records), and writes its output to
+`<output_dir>/<task>/jobs/job<j>.log`, which this process relays line by
+line. The parent calibrates every aggregator first (a refusal costs no
+training; the children find the calibrations in the cache), and when every
+child has succeeded, writes the summary, table, curves and plots from the
+runs' records (`training.run` with `resume`: every run is found finished).
+
+A child that fails is reported with its log; the others finish their runs,
+which a rerun reuses. Children die with this process (`worker_reaper`).
+"""
+
+import dataclasses
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import traceback
+
+from experiments.infra import worker_reaper
+from experiments.runner import config as config_lib
+from experiments.runner import plans
+from experiments.runner import training
+
+_POLL_SECONDS = 0.5
+# TensorFlow's and gRPC's C++ start-up chatter, kept in the logs but not
+# relayed (`2026-11-27 16:23:42.237442: E tensorflow/...`, `I0000 00:00:...`).
+_NATIVE_LOG_LINE = re.compile(
+    r'^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [IWEF] |[IWEF]\d{4} |'
+    r'To enable the following instructions)')
+
+
+class JobError(RuntimeError):
+  """A child process ended with an error."""
+
+
+def split_runs(runs, jobs: int) -> list:
+  """Splits (aggregator, seed) pairs into at most `jobs` balanced lists.
+
+  Longest processing time first: each pair, costliest first, goes to the
+  least loaded list. Within a list, the pairs keep their order in `runs`
+  (an aggregator's seeds share one built process).
+
+  Raises:
+    ValueError: If `jobs` < 1.
+  """
+  if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+    raise ValueError(f'jobs must be a positive int, found {jobs!r}.')
+  runs = list(runs)
+  order = sorted(range(len(runs)),
+                 key=lambda i: -plans.get(runs[i][0]).relative_cost)
+  loads = [0.0] * min(jobs, len(runs))
+  members = [[] for _ in loads]
+  for i in order:
+    j = loads.index(min(loads))
+    loads[j] += plans.get(runs[i][0]).relative_cost
+    members[j].append(i)
+  return [[runs[i] for i in sorted(m)] for m in members]
+
+
+def run(config: config_lib.RunConfig, print_fn=print) -> list:
+  """Trains `config` in `config.jobs` processes; returns the records.
+
+  Raises:
+    JobError: If a child failed (after every child has ended).
+    The errors of `training.run`'s calibration and output folder checks.
+  """
+  start = time.time()
+  said_before = []
+
+  def say(text):
+    said_before.append(text)
+    print_fn(text)
+
+  task, config, task_dir = training.setup(config, say)
+  training.calibrate(task, config)
+  runs = [(name, seed) for name in config.aggregators for seed in config.seeds]
+  shares = split_runs(runs, config.jobs)
+  log_dir = os.path.join(task_dir, 'jobs')
+  os.makedirs(log_dir, exist_ok=True)
+  children = []
+  try:
+    for j, share in enumerate(shares):
+      log_path = os.path.join(log_dir, f'job{j}.log')
+      child_config = dataclasses.replace(config, jobs=1, job_runs=tuple(share),
+                                         progress=False)
+      config_path = os.path.join(log_dir, f'job{j}.json')
+      with open(config_path, 'w') as f:
+        json.dump(to_json(child_config), f)
+      print_fn(f'[{task.name}] job {j}: '
+               f'{", ".join(f"{n} seed {s}" for n, s in share)} '
+               f'(log {log_path}).')
+      with open(log_path, 'w') as log:
+        process = worker_reaper.start_worker(
+            [sys.executable, '-m', 'experiments.runner.jobs', config_path],
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+      children.append((j, process, log_path))
+    failed = _relay(children, print_fn)
+  except BaseException:
+    for _, process, _ in children:
+      if process.poll() is None:
+        process.kill()
+        process.wait()
+    raise
+  if failed:
+    raise JobError('; '.join(
+        f'job {j} exited with code {code}: see {path}'
+        for j, code, path in failed) + ' (finished runs are reused when you '
+        'run the same command again).')
+  # The merge repeats the set-up lines and finds every run finished: quiet.
+  said = set(said_before)
+  return training.run(
+      dataclasses.replace(config, jobs=1, resume=True),
+      print_fn=lambda text: None if (
+          text in said or ' already finished in ' in text) else print_fn(text),
+      start_time=start)
+
+
+def to_json(config: config_lib.RunConfig) -> dict:
+  """`config` as JSON values (`from_json` restores it)."""
+  return json.loads(json.dumps(config.asdict()))
+
+
+def from_json(data: dict) -> config_lib.RunConfig:
+  fields = dict(data)
+  fields['aggregators'] = tuple(fields['aggregators'])
+  if fields.get('job_runs') is not None:
+    fields['job_runs'] = tuple(tuple(r) for r in fields['job_runs'])
+  return config_lib.RunConfig(**fields)
+
+
+def _relay(children, print_fn) -> list:
+  """Prints the children's new log lines until all end; returns failures."""
+  offsets = {j: 0 for j, _, _ in children}
+  running = {j for j, _, _ in children}
+  failed = []
+  while running:
+    time.sleep(_POLL_SECONDS)
+    for j, process, path in children:
+      if j not in running:
+        continue
+      code = process.poll()
+      offsets[j] = _print_new_lines(path, offsets[j], f'[job {j}] ', print_fn,
+                                    final=code is not None)
+      if code is not None:
+        running.discard(j)
+        if code != 0:
+          failed.append((j, code, path))
+  return failed
+
+
+def _print_new_lines(path, offset, prefix, print_fn, final) -> int:
+  with open(path, 'rb') as f:
+    f.seek(offset)
+    data = f.read()
+  if not final:
+    data = data[:data.rfind(b'\n') + 1]  # Whole lines only.
+  for line in data.decode(errors='replace').splitlines():
+    if not _NATIVE_LOG_LINE.match(line):
+      print_fn(prefix + line)
+  return offset + len(data)
+
+
+def _main(argv) -> None:
+  """A child: trains the runs of the config in `argv[1]`."""
+  from experiments.runner import cli  # pylint: disable=g-import-not-at-top
+  cli.quiet_logs()
+  worker_reaper.install()
+  with open(argv[1]) as f:
+    config = from_json(json.load(f))
+  try:
+    training.run(config, print_fn=lambda *a: print(*a, flush=True))
+  except Exception as e:  # pylint: disable=broad-except
+    traceback.print_exc()
+    print(f'error: {type(e).__name__}: {e}', flush=True)
+    worker_reaper.reap()
+    os._exit(1)  # pylint: disable=protected-access
+
+
+if __name__ == '__main__':
+  _main(sys.argv)

@@ -1,0 +1,122 @@
+"""Tests for experiments.runner.jobs: runs spread over processes."""
+
+import json
+import os
+from unittest import mock
+
+from absl.testing import parameterized
+import tensorflow as tf
+
+from experiments.runner import config as config_lib
+from experiments.runner import jobs
+from experiments.runner import plans
+from experiments.runner import training
+
+_TINY = dict(seed=3, train_clients=40, heldout_clients=5, test_clients=15,
+             num_words=300, num_tags=30, num_topics=6, mean_examples=12.0,
+             std_examples=30.0, max_examples=200)
+_MAIN_JOB = ('dp_rec', 'dp_rec_no_noise', 'ddgauss16', 'ddgauss16_no_noise',
+             'dp_fedavg', 'dp_fedavg_no_noise', 'fedavg')
+
+
+class SplitRunsTest(parameterized.TestCase):
+
+  @parameterized.parameters(1, 2, 3, 7)
+  def test_every_run_once_in_order_and_balanced(self, num_jobs):
+    runs = [(name, seed) for name in _MAIN_JOB for seed in (0, 1, 2)]
+    shares = jobs.split_runs(runs, num_jobs)
+    self.assertLen(shares, num_jobs)
+    self.assertCountEqual([r for share in shares for r in share], runs)
+    for share in shares:
+      self.assertEqual(share, sorted(share, key=runs.index))
+    loads = [sum(plans.get(name).relative_cost for name, _ in share)
+             for share in shares]
+    # Longest processing time first: no list exceeds another by more than
+    # one run's cost.
+    largest = max(plans.get(name).relative_cost for name in _MAIN_JOB)
+    self.assertLessEqual(max(loads) - min(loads), largest)
+
+  def test_more_jobs_than_runs(self):
+    shares = jobs.split_runs([('fedavg', 0), ('dp_rec', 0)], 5)
+    self.assertEqual(shares, [[('dp_rec', 0)], [('fedavg', 0)]])
+
+  @parameterized.parameters(0, -1, 1.5, True, '2')
+  def test_bad_jobs(self, value):
+    with self.assertRaisesRegex(ValueError, 'jobs must be a positive int'):
+      jobs.split_runs([('fedavg', 0)], value)
+
+
+class ConfigTest(parameterized.TestCase):
+
+  def test_bad_jobs(self):
+    with self.assertRaisesRegex(ValueError, 'jobs'):
+      config_lib.RunConfig(task='digits', aggregators=('fedavg',), jobs=0)
+    with self.assertRaisesRegex(ValueError, 'jobs=2 with workers=1'):
+      config_lib.RunConfig(task='digits', aggregators=('fedavg',), jobs=2,
+                           workers=1)
+
+  @parameterized.parameters([()], [(('dp_rec', 0),)], [(('fedavg', 4),)])
+  def test_job_runs_outside_the_runs(self, job_runs):
+    with self.assertRaisesRegex(ValueError, 'job_runs must be a non-empty'):
+      config_lib.RunConfig(task='digits', aggregators=('fedavg',),
+                           num_seeds=2, job_runs=job_runs)
+
+  def test_json_round_trip(self):
+    config = config_lib.RunConfig(
+        task='stackoverflow_lr', aggregators=('fedavg', 'dp_rec'), seed=4,
+        num_seeds=2, grouping=1000, population=500, embedded_config=_TINY,
+        job_runs=(('dp_rec', 5), ('fedavg', 4)))
+    data = jobs.to_json(config)
+    self.assertEqual(json.loads(json.dumps(data)), data)
+    self.assertEqual(jobs.from_json(data), config)
+
+
+class RunTest(tf.test.TestCase):
+  """Two processes against one, at a tiny size."""
+
+  def test_same_results_as_one_process_and_resume_after_a_failure(self):
+    data_dir = self.create_tempdir().full_path
+    output_dir = self.create_tempdir().full_path
+    base = dict(task='stackoverflow_lr', aggregators=('dp_fedavg', 'fedavg'),
+                data_dir=data_dir, rounds=2, clients_per_round=4,
+                num_seeds=2, seed=5, target_epsilon=8.0, eval_every=2,
+                progress=False, embedded_config=_TINY)
+    lines = []
+    # Both jobs train a dp_fedavg seed; each dies after saving its round 1.
+    with mock.patch.dict(os.environ,
+                         {training.TEST_KILL_ENV: 'dp_fedavg:1:saved'}):
+      with self.assertRaisesRegex(jobs.JobError, r'job 0 exited .*job0\.log'):
+        jobs.run(config_lib.RunConfig(output_dir=output_dir, jobs=2, **base),
+                 print_fn=lines.append)
+    task_dir = os.path.join(output_dir, 'stackoverflow_lr')
+    self.assertFalse(os.path.exists(os.path.join(task_dir, 'summary.json')))
+    self.assertTrue(any(line.startswith('[job 1] ') for line in lines))
+    # The rerun finishes from the saved rounds and writes the outputs.
+    records = jobs.run(
+        config_lib.RunConfig(output_dir=output_dir, jobs=2, **base),
+        print_fn=lines.append)
+    self.assertEqual([(r['aggregator'], r['seed']) for r in records],
+                     [('dp_fedavg', 5), ('dp_fedavg', 6), ('fedavg', 5),
+                      ('fedavg', 6)])
+    for r in records:
+      self.assertEqual(r['rounds'], 2)
+    resumed = [line for line in lines
+               if 'dp_fedavg' in line and 'resum' in line.lower()]
+    self.assertNotEmpty(resumed)
+    with open(os.path.join(task_dir, 'summary.json')) as f:
+      self.assertLen(json.load(f), 4)
+    for name in ('table.md', 'curves.csv', 'metric_vs_round.png',
+                 os.path.join('jobs', 'job0.log'),
+                 os.path.join('jobs', 'job1.log')):
+      self.assertTrue(os.path.exists(os.path.join(task_dir, name)), name)
+    # FedAvg is deterministic: one process computes the same models.
+    alone = training.run(
+        config_lib.RunConfig(**dict(base, aggregators=('fedavg',)),
+                             output_dir=self.create_tempdir().full_path),
+        print_fn=lambda *a: None)
+    self.assertEqual([r['final_metric'] for r in alone],
+                     [r['final_metric'] for r in records[2:]])
+
+
+if __name__ == '__main__':
+  tf.test.main()
