@@ -1,5 +1,6 @@
 """Tests for experiments.runner.jobs: runs spread over processes."""
 
+import dataclasses
 import json
 import os
 from unittest import mock
@@ -55,11 +56,21 @@ class ConfigTest(parameterized.TestCase):
       config_lib.RunConfig(task='digits', aggregators=('fedavg',), jobs=2,
                            workers=1)
 
-  @parameterized.parameters([()], [(('dp_rec', 0),)], [(('fedavg', 4),)])
-  def test_job_runs_outside_the_runs(self, job_runs):
+  @parameterized.parameters([()], [(('dp_rec', 0),)])
+  def test_job_runs_outside_the_aggregators(self, job_runs):
     with self.assertRaisesRegex(ValueError, 'job_runs must be a non-empty'):
       config_lib.RunConfig(task='digits', aggregators=('fedavg',),
                            num_seeds=2, job_runs=job_runs)
+
+  def test_per_seed_copies_of_a_job_config(self):
+    # The training loop copies the config once per seed it trains; a job
+    # may train any of the seeds (here the first and the third).
+    config = config_lib.RunConfig(
+        task='digits', aggregators=('fedavg', 'dp_fedavg'), num_seeds=3,
+        job_runs=(('fedavg', 0), ('dp_fedavg', 2)))
+    for seed in (0, 2):
+      copy = dataclasses.replace(config, seed=seed)
+      self.assertEqual(copy.job_runs, config.job_runs)
 
   def test_json_round_trip(self):
     config = config_lib.RunConfig(

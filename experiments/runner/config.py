@@ -123,15 +123,16 @@ class RunConfig:
           f'jobs={self.jobs} with workers={self.workers}: each job would '
           'start its own workers; use one of them.')
     if self.job_runs is not None:
+      # Seeds are not checked against `seeds`: a run's per-seed copies
+      # (`dataclasses.replace(config, seed=s)`) keep the job's pairs.
       object.__setattr__(self, 'job_runs', tuple(
           (str(name), int(seed)) for name, seed in self.job_runs))
-      runs = {(name, seed) for name in self.aggregators
-              for seed in self.seeds}
-      unknown = [run for run in self.job_runs if run not in runs]
+      unknown = [run for run in self.job_runs
+                 if run[0] not in self.aggregators]
       if not self.job_runs or unknown:
         raise ValueError(
-            f'job_runs must be a non-empty subset of the (aggregator, seed) '
-            f'runs {sorted(runs)}, found {self.job_runs!r}.')
+            f'job_runs must be a non-empty list of (aggregator, seed) pairs '
+            f'of aggregators {self.aggregators}, found {self.job_runs!r}.')
     _check_int(self.insecure_test_seed, 'insecure_test_seed', minimum=None,
                optional=True)
     for name in ('noise_stddev', 'l2_clip', 'noise_multiplier', 'clip_ratio',

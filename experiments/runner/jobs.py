@@ -87,6 +87,9 @@ def run(config: config_lib.RunConfig, print_fn=print) -> list:
   training.calibrate(task, config)
   runs = [(name, seed) for name in config.aggregators for seed in config.seeds]
   shares = split_runs(runs, config.jobs)
+  if len(shares) == 1:  # One run: nothing to share.
+    return training.run(dataclasses.replace(config, jobs=1),
+                        print_fn=print_fn, start_time=start)
   log_dir = os.path.join(task_dir, 'jobs')
   os.makedirs(log_dir, exist_ok=True)
   children = []
