@@ -103,10 +103,11 @@ _WORKERS = flags.DEFINE_integer(
     'stopped by the run); 0 = the local execution context.')
 _JOBS = flags.DEFINE_integer(
     'jobs', 1,
-    'Train the (aggregator, seed) runs in this many processes side by side '
-    '(about 1.6x the throughput on two cores); each writes '
-    '<output_dir>/<task>/jobs/job<j>.log, and the results are the same '
-    'files as from one process. s/round then counts the sharing of cores.')
+    'Train the (aggregator, seed) runs in this many processes side by side, '
+    'for machines with more cores than one TFF process keeps busy (about '
+    'one to two); each writes <output_dir>/<task>/jobs/job<j>.log, and the '
+    'results are the same files as from one process. s/round then counts '
+    'the sharing of cores.')
 _POPULATION = flags.DEFINE_string('population', None,
                                   config_lib.POPULATION_HELP)
 _VERIFY_CLIENTS = flags.DEFINE_integer(

@@ -6,6 +6,7 @@ import os
 from unittest import mock
 
 from absl.testing import parameterized
+import numpy as np
 import tensorflow as tf
 
 from experiments.runner import config as config_lib
@@ -85,49 +86,68 @@ class ConfigTest(parameterized.TestCase):
 class RunTest(tf.test.TestCase):
   """Two processes against one, at a tiny size."""
 
-  def test_same_results_as_one_process_and_resume_after_a_failure(self):
+  def test_a_failed_job_the_rerun_and_one_process_agree(self):
     data_dir = self.create_tempdir().full_path
     output_dir = self.create_tempdir().full_path
-    base = dict(task='stackoverflow_lr', aggregators=('dp_fedavg', 'fedavg'),
-                data_dir=data_dir, rounds=2, clients_per_round=4,
-                num_seeds=2, seed=5, target_epsilon=8.0, eval_every=2,
-                progress=False, embedded_config=_TINY)
+    # Three runs, two jobs: dp_fedavg alone (it costs the most), and fedavg
+    # with the control.
+    base = dict(task='stackoverflow_lr',
+                aggregators=('dp_fedavg', 'fedavg', 'dp_fedavg_no_noise'),
+                data_dir=data_dir, rounds=2, clients_per_round=4, seed=5,
+                target_epsilon=8.0, eval_every=2, progress=False,
+                embedded_config=_TINY)
+    config = config_lib.RunConfig(output_dir=output_dir, jobs=2, **base)
     lines = []
-    # Both jobs train a dp_fedavg seed; each dies after saving its round 1.
+    # The dp_fedavg job dies after saving its round 1; the other finishes.
     with mock.patch.dict(os.environ,
                          {training.TEST_KILL_ENV: 'dp_fedavg:1:saved'}):
-      with self.assertRaisesRegex(jobs.JobError, r'job 0 exited .*job0\.log'):
-        jobs.run(config_lib.RunConfig(output_dir=output_dir, jobs=2, **base),
-                 print_fn=lines.append)
+      with self.assertRaisesRegex(
+          jobs.JobError, r'^job 0 exited with code -9: see .*job0\.log '
+          r'\(rerun the command'):
+        jobs.run(config, print_fn=lines.append)
     task_dir = os.path.join(output_dir, 'stackoverflow_lr')
     self.assertFalse(os.path.exists(os.path.join(task_dir, 'summary.json')))
-    self.assertTrue(any(line.startswith('[job 1] ') for line in lines))
-    # The rerun finishes from the saved rounds and writes the outputs.
-    records = jobs.run(
-        config_lib.RunConfig(output_dir=output_dir, jobs=2, **base),
-        print_fn=lines.append)
-    self.assertEqual([(r['aggregator'], r['seed']) for r in records],
-                     [('dp_fedavg', 5), ('dp_fedavg', 6), ('fedavg', 5),
-                      ('fedavg', 6)])
-    for r in records:
-      self.assertEqual(r['rounds'], 2)
-    resumed = [line for line in lines
-               if 'dp_fedavg' in line and 'resum' in line.lower()]
-    self.assertNotEmpty(resumed)
+    self.assertIn('[stackoverflow_lr] job 0: dp_fedavg seed 5 (log '
+                  f'{task_dir}/jobs/job0.log).', lines)
+    self.assertTrue(any(line.startswith('[job 1] [stackoverflow_lr/fedavg] '
+                                        'seed 5: final') for line in lines))
+    finished = {name: os.path.getmtime(
+        os.path.join(task_dir, name, 'seed5', 'record.json'))
+                for name in ('fedavg', 'dp_fedavg_no_noise')}
+    # The rerun trains only dp_fedavg, from its saved round, here.
+    lines.clear()
+    records = jobs.run(config, print_fn=lines.append)
+    self.assertEqual([(r['aggregator'], r['seed'], r['rounds'])
+                      for r in records],
+                     [('dp_fedavg', 5, 2), ('fedavg', 5, 2),
+                      ('dp_fedavg_no_noise', 5, 2)])
+    self.assertTrue(any('[stackoverflow_lr/dp_fedavg] resuming after round 1'
+                        in line for line in lines), lines)
+    self.assertFalse(any('fedavg] parameters' in line and 'dp_fedavg]' not in
+                         line for line in lines), lines)
+    for name, mtime in finished.items():
+      self.assertEqual(os.path.getmtime(
+          os.path.join(task_dir, name, 'seed5', 'record.json')), mtime)
     with open(os.path.join(task_dir, 'summary.json')) as f:
-      self.assertLen(json.load(f), 4)
-    for name in ('table.md', 'curves.csv', 'metric_vs_round.png',
-                 os.path.join('jobs', 'job0.log'),
-                 os.path.join('jobs', 'job1.log')):
+      self.assertLen(json.load(f), 3)
+    for name in ('table.md', 'curves.csv', 'metric_vs_round.png'):
       self.assertTrue(os.path.exists(os.path.join(task_dir, name)), name)
-    # FedAvg is deterministic: one process computes the same models.
-    alone = training.run(
-        config_lib.RunConfig(**dict(base, aggregators=('fedavg',)),
-                             output_dir=self.create_tempdir().full_path),
-        print_fn=lambda *a: None)
-    self.assertEqual([r['final_metric'] for r in alone],
-                     [r['final_metric'] for r in records[2:]])
-
+    # FedAvg is deterministic: one process computes the same model, bit for
+    # bit (the state's leaves: model, optimizer, aggregator).
+    alone_dir = self.create_tempdir().full_path
+    training.run(config_lib.RunConfig(
+        **dict(base, aggregators=('fedavg',)), output_dir=alone_dir),
+                 print_fn=lambda *a: None)
+    states = [os.path.join(folder, 'fedavg', 'seed5', 'checkpoints',
+                           'round_2', 'state.npz')
+              for folder in (task_dir,
+                             os.path.join(alone_dir, 'stackoverflow_lr'))]
+    with np.load(states[0]) as a, np.load(states[1]) as b:
+      leaves = [key for key in a.files if key.startswith('leaves/')]
+      self.assertNotEmpty(leaves)
+      self.assertEqual(leaves, [k for k in b.files if k.startswith('leaves/')])
+      for key in leaves:
+        np.testing.assert_array_equal(a[key], b[key], err_msg=key)
 
 if __name__ == '__main__':
   tf.test.main()

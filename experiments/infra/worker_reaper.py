@@ -23,18 +23,30 @@ _own_workers: list[subprocess.Popen] = []
 
 
 def _die_with_parent():
+  """A `preexec_fn` that makes the child die with this process (or None).
+
+  libc is loaded here, in the parent: between fork and exec the child only
+  calls `prctl`, and exits at once if this process already died.
+  """
   try:
-    libc = ctypes.CDLL('libc.so.6', use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    prctl = ctypes.CDLL('libc.so.6', use_errno=True).prctl
   except OSError:  # Not Linux: fall back to the atexit reaper.
-    pass
+    return None
+  parent = os.getpid()
+
+  def preexec():
+    prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:
+      os._exit(1)  # pylint: disable=protected-access
+
+  return preexec
 
 
 class _Popen(subprocess.Popen):
   """`subprocess.Popen` that ties the child's life to this process."""
 
   def __init__(self, *args, own=False, **kwargs):
-    kwargs.setdefault('preexec_fn', _die_with_parent)
+    kwargs.setdefault('preexec_fn', _die_with_parent())
     super().__init__(*args, **kwargs)
     (_own_workers if own else _workers).append(self)
 

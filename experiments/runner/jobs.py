@@ -35,9 +35,10 @@ from experiments.runner import training
 
 _POLL_SECONDS = 0.5
 # TensorFlow's and gRPC's C++ start-up chatter, kept in the logs but not
-# relayed (`2026-11-27 16:23:42.237442: E tensorflow/...`, `I0000 00:00:...`).
+# relayed (`2026-11-27 16:23:42.237442: E tensorflow/...`, `I0000 00:00:...`);
+# fatal (F) lines are relayed: they say why a job died.
 _NATIVE_LOG_LINE = re.compile(
-    r'^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [IWEF] |[IWEF]\d{4} |'
+    r'^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [IWE] |[IWE]\d{4} |'
     r'To enable the following instructions)')
 
 
@@ -84,12 +85,17 @@ def run(config: config_lib.RunConfig, print_fn=print) -> list:
     print_fn(text)
 
   task, config, task_dir = training.setup(config, say)
-  training.calibrate(task, config)
-  runs = [(name, seed) for name in config.aggregators for seed in config.seeds]
-  shares = split_runs(runs, config.jobs)
-  if len(shares) == 1:  # One run: nothing to share.
+  planned = training.calibrate(task, config)
+  # Runs that finished before (a rerun after a failed job) are not shared.
+  runs = [(name, seed) for name in config.aggregators for seed in config.seeds
+          if not (config.resume and training.finished_run(
+              task, dataclasses.replace(config, seed=seed), planned[name],
+              task_dir, print_fn))]
+  shares = split_runs(runs, config.jobs) if runs else []
+  if len(shares) <= 1:  # Nothing to share.
     return training.run(dataclasses.replace(config, jobs=1),
-                        print_fn=print_fn, start_time=start)
+                        print_fn=_without(said_before, print_fn),
+                        start_time=start)
   log_dir = os.path.join(task_dir, 'jobs')
   os.makedirs(log_dir, exist_ok=True)
   children = []
@@ -104,30 +110,33 @@ def run(config: config_lib.RunConfig, print_fn=print) -> list:
       print_fn(f'[{task.name}] job {j}: '
                f'{", ".join(f"{n} seed {s}" for n, s in share)} '
                f'(log {log_path}).')
-      with open(log_path, 'w') as log:
+      with open(log_path, 'a') as log:
+        log.write(f'--- {time.strftime("%Y-%m-%d %H:%M:%S")}: '
+                  f'{", ".join(f"{n} seed {s}" for n, s in share)}\n')
+        log.flush()
+        offset = log.tell()
         process = worker_reaper.start_worker(
             [sys.executable, '-m', 'experiments.runner.jobs', config_path],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-      children.append((j, process, log_path))
+      children.append((j, process, log_path, offset))
     failed = _relay(children, print_fn)
   except BaseException:
-    for _, process, _ in children:
+    for _, process, _, _ in children:
       if process.poll() is None:
         process.kill()
         process.wait()
     raise
   if failed:
+    advice = ('rerun the command: its finished runs are reused and the '
+              'others resume from their checkpoints' if config.resume else
+              'rerun without --noresume to reuse the finished runs and '
+              'resume the others from their checkpoints')
     raise JobError('; '.join(
         f'job {j} exited with code {code}: see {path}'
-        for j, code, path in failed) + ' (finished runs are reused when you '
-        'run the same command again).')
-  # The merge repeats the set-up lines and finds every run finished: quiet.
-  said = set(said_before)
-  return training.run(
-      dataclasses.replace(config, jobs=1, resume=True),
-      print_fn=lambda text: None if (
-          text in said or ' already finished in ' in text) else print_fn(text),
-      start_time=start)
+        for j, code, path in failed) + f' ({advice}).')
+  return training.run(dataclasses.replace(config, jobs=1, resume=True),
+                      print_fn=_without(said_before, print_fn),
+                      start_time=start)
 
 
 def to_json(config: config_lib.RunConfig) -> dict:
@@ -143,14 +152,25 @@ def from_json(data: dict) -> config_lib.RunConfig:
   return config_lib.RunConfig(**fields)
 
 
+def _without(said_before, print_fn):
+  """`print_fn` for the final `training.run`, which repeats the set-up lines
+  and finds the runs finished: those lines were said already."""
+
+  def say(text):
+    if text not in said_before and ' already finished in ' not in text:
+      print_fn(text)
+
+  return say
+
+
 def _relay(children, print_fn) -> list:
   """Prints the children's new log lines until all end; returns failures."""
-  offsets = {j: 0 for j, _, _ in children}
-  running = {j for j, _, _ in children}
+  offsets = {j: offset for j, _, _, offset in children}
+  running = {j for j, _, _, _ in children}
   failed = []
   while running:
     time.sleep(_POLL_SECONDS)
-    for j, process, path in children:
+    for j, process, path, _ in children:
       if j not in running:
         continue
       code = process.poll()

@@ -115,8 +115,8 @@ def run(config: config_lib.RunConfig, print_fn=print,
   try:
     for name, plan in planned.items():
       finished = [
-          _finished_run(task, dataclasses.replace(config, seed=seed), plan,
-                        task_dir, print_fn) if config.resume else None
+          finished_run(task, dataclasses.replace(config, seed=seed), plan,
+                       task_dir, print_fn) if config.resume else None
           for seed in runs[name]]
       built = None
       if not all(finished):
@@ -289,7 +289,7 @@ def _build_aggregator(task, config, plan, pool, print_fn) -> _Built:
   return _Built(plan, process, server_optimizer, use_history, server_lr)
 
 
-def _finished_run(task, config, plan, task_dir, print_fn) -> Optional[dict]:
+def finished_run(task, config, plan, task_dir, print_fn) -> Optional[dict]:
   """The saved record of `config.seed`'s run of `plan` if it finished."""
   agg_dir = os.path.join(task_dir, plan.name, f'seed{config.seed}')
   if not os.path.exists(os.path.join(agg_dir, checkpoints.RECORD_FILE)):

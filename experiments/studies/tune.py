@@ -92,8 +92,10 @@ def key(setting: dict) -> str:
 
 def base_fingerprint(base: config_lib.RunConfig) -> dict:
   """What a stored result must have run under to be reused (JSON types)."""
+  # How a run is spread over processes does not change its results (and
+  # results stored before `jobs` existed keep their fingerprints).
   fields = {k: v for k, v in base.asdict().items()
-            if k not in ('output_dir', 'progress')}
+            if k not in ('output_dir', 'progress', 'jobs', 'job_runs')}
   return json.loads(json.dumps(fields, sort_keys=True, default=str))
 
 
