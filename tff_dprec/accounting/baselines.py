@@ -136,8 +136,9 @@ def _composed_pld(q, noise_multiplier, discretization, rounds):
   is built once per (q, z, grid) instead of once per call: a run asks for
   epsilon after every round.
   """
-  pld = privacy_loss_distribution.PrivacyLossDistribution
-  return pld.identity(
+  # The module's factories, as `PLDAccountant` calls them (the class's
+  # methods of the same names are deprecated aliases that log a warning).
+  return privacy_loss_distribution.identity(
       value_discretization_interval=discretization).compose(
           _one_round_pld(q, noise_multiplier, discretization).self_compose(
               rounds))
@@ -145,8 +146,7 @@ def _composed_pld(q, noise_multiplier, discretization, rounds):
 
 @functools.lru_cache(maxsize=32)
 def _one_round_pld(q, noise_multiplier, discretization):
-  pld = privacy_loss_distribution.PrivacyLossDistribution
-  return pld.from_gaussian_mechanism(
+  return privacy_loss_distribution.from_gaussian_mechanism(
       standard_deviation=noise_multiplier,
       value_discretization_interval=discretization, sampling_prob=q)
 
