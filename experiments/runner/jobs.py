@@ -107,12 +107,10 @@ def run(config: config_lib.RunConfig, print_fn=print) -> list:
       config_path = os.path.join(log_dir, f'job{j}.json')
       with open(config_path, 'w') as f:
         json.dump(to_json(child_config), f)
-      print_fn(f'[{task.name}] job {j}: '
-               f'{", ".join(f"{n} seed {s}" for n, s in share)} '
-               f'(log {log_path}).')
+      names = ', '.join(f'{n} seed {s}' for n, s in share)
+      print_fn(f'[{task.name}] job {j}: {names} (log {log_path}).')
       with open(log_path, 'a') as log:
-        log.write(f'--- {time.strftime("%Y-%m-%d %H:%M:%S")}: '
-                  f'{", ".join(f"{n} seed {s}" for n, s in share)}\n')
+        log.write(f'--- {time.strftime("%Y-%m-%d %H:%M:%S")}: {names}\n')
         log.flush()
         offset = log.tell()
         process = worker_reaper.start_worker(

@@ -281,8 +281,8 @@ def _build_aggregator(task, config, plan, pool, print_fn) -> _Built:
            f'server optimizer '
            f'{execution.optimizer_name(task, config, plan.private_setting)}')
   execution.set_context(plan, pool)
-  server_optimizer = execution.server_optimizer_for(task, server_lr, config,
-                                          plan.private_setting)
+  server_optimizer = execution.server_optimizer_for(
+      task, server_lr, config, plan.private_setting)
   process = task.learning_process(
       execution.build_process(task, plan, config.client_lr,
                               server_optimizer))
@@ -307,16 +307,13 @@ def finished_run(task, config, plan, task_dir, print_fn) -> Optional[dict]:
 
 
 def _train_seed(task, config, built, task_dir, print_fn):
-  """Trains one aggregator with `config.seed` to the end (or its budget)."""
+  """Trains one aggregator with `config.seed` to the end (or its budget).
+
+  `run` has already reused the run's record if it finished (`finished_run`).
+  """
   with _timed('seed setup'):
     run_, state = _start_seed(task, config, built, task_dir, print_fn)
-  if config.resume:
-    done = run_.checkpointer.read_record()
-    if done is not None:
-      run_.log(f'already finished in {run_.agg_dir}; reusing its record '
-               '(--noresume to rerun).')
-      return done['record'], done['curve']
-  else:
+  if not config.resume:
     run_.checkpointer.remove_all()
     run_.ledger.archive()
   progress, state = _resume(run_, state)

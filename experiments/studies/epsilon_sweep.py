@@ -310,8 +310,8 @@ def main(argv):
                                      tune_seeds=_TUNE_SEEDS.value,
                                      controls=_CONTROLS.value)
   rows = summarize(points)
-  paths = write(os.path.join(_STUDY.output_dir.value, _STUDY.task.value), rows, context,
-                label)
+  paths = write(os.path.join(_STUDY.output_dir.value, _STUDY.task.value),
+                rows, context, label)
   print(markdown_table(rows, context, label))
   print(f'Wrote {", ".join(paths)}; wall time {time.time() - start:.0f} s.')
 

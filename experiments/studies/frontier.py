@@ -200,8 +200,8 @@ def main(argv):
     context, label = captured, records[0]['metric_label']
     points.append((config.clients_per_round, records))
   rows = summarize(points)
-  paths = write(os.path.join(_STUDY.output_dir.value, _STUDY.task.value), rows, context,
-                label)
+  paths = write(os.path.join(_STUDY.output_dir.value, _STUDY.task.value),
+                rows, context, label)
   print(markdown(rows, context, label))
   print('Wrote ' + ', '.join(paths) +
         f'; wall time {time.time() - start:.0f} s.')
