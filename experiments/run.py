@@ -244,9 +244,9 @@ def main(argv):
   from experiments.runner import training  # pylint: disable=g-import-not-at-top
   try:
     if config.jobs > 1:
-      jobs.run(config)
+      jobs.run(config, print_plan=True)
     else:
-      training.run(config)
+      training.run(config, print_plan=True)
   except (tasks.MissingDataError,
           checkpoints.CheckpointConfigMismatchError,
           ledger.PrivacyLedgerError, ledger.LedgerConfigMismatchError,

@@ -1,68 +1,193 @@
-"""`experiments.frontier`: its plan of runs, its table and its figure."""
+"""`experiments.frontier`: its points, tuning, table and figure."""
 
 import csv
+import math
 import os
+import types
+from unittest import mock
 
 import tensorflow as tf
 
+from experiments.data import tasks as tasks_lib
+from experiments.runner import config as config_lib
+from experiments.runner import training
+from experiments.studies import epsilon_sweep
 from experiments.studies import frontier
+from experiments.studies import tune
 
 
-def _record(name, metric, upload, download, epsilon=1.0, seed=0):
+def _record(name, metric, upload, download, clients, seed=0, **params):
   return dict(aggregator=name, final_metric=metric, upload_gb=upload,
-              download_gb=download, epsilon=epsilon, rounds=5, seed=seed,
-              seconds_per_round=0.5)
+              download_gb=download, epsilon=1.0, rounds=5, seed=seed,
+              seconds_per_round=0.5, clients_per_round=clients,
+              params=params, metric_label='recall@5')
 
 
-class FrontierTest(tf.test.TestCase):
+class ParseTest(tf.test.TestCase):
 
-  def test_plan_runs(self):
+  def test_points_and_sizes(self):
     self.assertEqual(
-        frontier.plan_runs([40, 160], [40], ('dp_fedavg', 'ddgauss16')),
-        {40: ['dp_rec', 'dp_fedavg', 'ddgauss16'], 160: ['dp_rec']})
-    self.assertEqual(frontier.parse_sizes(['640', '40', '40'], 'x'),
-                     [40, 640])
-    with self.assertRaisesRegex(ValueError, "--dp_rec_clients: 'many' is not"):
-      frontier.parse_sizes(['many'], 'dp_rec_clients')
-    with self.assertRaisesRegex(ValueError, "--x: '0' must be at least 1"):
-      frontier.parse_sizes(['0'], 'x')
-    with self.assertRaisesRegex(ValueError, '--x is empty'):
-      frontier.parse_sizes([], 'x')
+        frontier.parse_points('dp_rec: 640,40,40; dp_fedavg: 40'),
+        {'dp_rec': [40, 640], 'dp_fedavg': [40]})
+    self.assertEqual(frontier.parse_points(frontier.DEFAULT_POINTS)
+                     ['ddgauss16'], [40, 160, 640])
+    for text, message in (
+        ('dp_rec 40', 'is not "method: B,B"'),
+        ('fedavg: 40', "'fedavg' is not a private aggregator"),
+        ('dp_rec: 40; dp_rec: 80', "'dp_rec' is listed twice"),
+        ('dp_rec: many', "'many' is not an int"),
+        ('dp_rec: 0', "'0' must be at least 1"),
+        ('', '--points is empty')):
+      with self.assertRaisesRegex(ValueError, message):
+        frontier.parse_points(text)
 
-  def test_noise_stddev_scaling_keeps_the_averaged_noise(self):
-    sigma = frontier.noise_stddev_for(640, 40, 0.006)
-    self.assertAllClose(sigma, 0.024)
-    # sigma / sqrt(B): the noise of the mean, equal at both sizes.
-    self.assertAllClose(sigma / 640**0.5, 0.006 / 40**0.5)
-    self.assertEqual(frontier.noise_stddev_for(40, 40, 0.006), 0.006)
+  def test_grids(self):
+    points = frontier.parse_points(frontier.DEFAULT_POINTS)
+    grids = frontier.parse_grids(frontier.DEFAULT_GRIDS, points)
+    self.assertEqual(grids[('dp_rec', 2560)],
+                     [{'clip': 0.1}, {'clip': 0.2}, {'clip': 0.4}])
+    self.assertEqual(grids[('dp_fedavg', 2560)],
+                     [{'l2_clip': 0.2}, {'l2_clip': 0.5}, {'l2_clip': 1.0}])
+    self.assertEqual(frontier.parse_grids(
+        'dp_rec@40: clip=0.01 server_lr=3,10', points)[('dp_rec', 40)],
+                     [{'server_lr': 3.0, 'clip': 0.01},
+                      {'server_lr': 10.0, 'clip': 0.01}])
+    self.assertEqual(frontier.parse_grids('', points), {})
+    for text, message in (
+        ('dp_rec: clip=0.1', 'is not "method@B: grid"'),
+        ('dp_rec@80: clip=0.1', "'dp_rec@80' is not a point"),
+        ('ddgauss16@2560: l2_clip=1', "'ddgauss16@2560' is not a point"),
+        ('dp_rec@40: clip=1; dp_rec@40: clip=2', 'has two grids'),
+        ('dp_rec@40: rounds=5,10', "'rounds' defines the point"),
+        ('dp_rec@40: clip=fast', "is not a number")):
+      with self.assertRaisesRegex(tune.GridError, message):
+        frontier.parse_grids(text, points)
+
+  def test_sigma_for_clip_and_edges(self):
+    self.assertEqual(frontier.sigma_for_clip(0.2, 1.52235), 0.1314)
+    self.assertEqual(frontier.sigma_for_clip(0.0102, 1.70271), 0.006)
+    with self.assertRaisesRegex(ValueError, 'below 0.0001'):
+      frontier.sigma_for_clip(1e-5, 1.5)
+    grid = [{'l2_clip': v, 'server_lr': lr} for v in (0.2, 0.5, 1.0)
+            for lr in (3.0, 10.0)]
+    self.assertEqual(frontier.edges({'l2_clip': 0.5, 'server_lr': 10.0},
+                                    grid), ['server_lr (largest)'])
+    self.assertEqual(frontier.edges({'l2_clip': 0.2, 'server_lr': 3.0}, grid),
+                     ['l2_clip (smallest)', 'server_lr (smallest)'])
+    self.assertEqual(frontier.edges({'l2_clip': 0.5}, [{'l2_clip': 0.5}]), [])
+
+
+class RunFrontierTest(tf.test.TestCase):
+
+  def test_tunes_on_validation_then_runs_on_test(self):
+    # training, the plans and the task are fakes: this checks which runs the
+    # frontier asks for and what it keeps, not what they learn.
+    defaults = types.SimpleNamespace(
+        rounds=5, clients_per_round=2, bits=None, grouping='network',
+        noise_stddev=0.006, l2_clip=0.2, eval_every=10, client_lr=0.1)
+    task = types.SimpleNamespace(defaults=defaults, population=1000)
+    calls = []
+    # Validation metric by DP-REC sigma (clip / c with c = 2 at B = 80).
+    validation = {0.05: 0.1, 0.1: 0.3, 0.2: math.nan}
+
+    def plan_for(task_, config, name, record_messages):
+      del task_, record_messages
+      assert name == 'dp_rec'
+      return types.SimpleNamespace(params=dict(
+          clip_ratio=2.0 if config.clients_per_round == 80 else 3.0))
+
+    def run(config, print_fn=print, context_out=None):
+      calls.append(config)
+      print_fn('[x] WARNING: shown')
+      print_fn('[x] chatter: hidden')
+      if context_out is not None:
+        context_out.update(frequent_tags=0.22)
+      metric = (validation[config.noise_stddev]
+                if config.eval_split == 'validation' else 0.5)
+      return [_record(a, metric, 1e-6, 1e-3, config.clients_per_round,
+                      seed=s, clip_ratio=2.0, noise_stddev=0.1, l2_clip=0.2)
+              for a in config.aggregators for s in config.seeds]
+
+    out = self.create_tempdir().full_path
+    base = config_lib.RunConfig(task='stackoverflow_lr',
+                                aggregators=('dp_rec', 'dp_fedavg'),
+                                output_dir=out, num_seeds=3, progress=False)
+    points = frontier.parse_points('dp_rec: 80, 20; dp_fedavg: 20')
+    grids = frontier.parse_grids('dp_rec@80: clip=0.1,0.2,0.4', points)
+    printed = []
+    with mock.patch.object(training, 'run', run), \
+        mock.patch.object(training, 'plan_for', plan_for), \
+        mock.patch.object(tasks_lib, 'create_task', lambda *a, **k: task):
+      done, context, label = frontier.run_frontier(
+          base, points, grids, tune_seeds=1, print_fn=printed.append)
+    # B = 20 first (DP-FedAvg, the cheaper, before DP-REC), then B = 80's
+    # three tuning runs and its point.
+    self.assertEqual([(c.aggregators, c.clients_per_round, c.eval_split)
+                      for c in calls],
+                     [(('dp_fedavg',), 20, 'test'), (('dp_rec',), 20, 'test'),
+                      *[(('dp_rec',), 80, 'validation')] * 3,
+                      (('dp_rec',), 80, 'test')])
+    tuning = calls[2:5]
+    self.assertEqual([c.noise_stddev for c in tuning], [0.05, 0.1, 0.2])
+    for c in tuning:
+      self.assertEqual(c.seeds, (epsilon_sweep.TUNE_SEED_OFFSET,))
+      self.assertStartsWith(c.output_dir,
+                            os.path.join(out, 'tune', 'B80', 'dp_rec'))
+    point = calls[-1]
+    self.assertEqual((point.seeds, point.noise_stddev, point.output_dir),
+                     ((0, 1, 2), 0.1,
+                      os.path.join(out, 'B80', 'dp_rec', 'noise_stddev=0.1')))
+    self.assertEqual(calls[0].output_dir,
+                     os.path.join(out, 'B20', 'dp_fedavg', 'task_defaults'))
+    info = done[-1][3]
+    self.assertEqual((info['tuned'], info['edges']), (True, []))
+    self.assertEqual(info['validation']['noise_stddev=0.1'], 0.3)
+    self.assertTrue(math.isnan(info['validation']['noise_stddev=0.2']))
+    self.assertEqual((context, label), (dict(frequent_tags=0.22),
+                                        'recall@5'))
+    self.assertIn('[x] WARNING: shown', printed)
+    self.assertNotIn('[x] chatter: hidden', printed)
+
+
+class ReportTest(tf.test.TestCase):
 
   def test_summary_table_and_figure(self):
+    rec = dict(clip_ratio=1.5, noise_stddev=0.1314, l2_clip=0.197)
     points = [
-        (40, [_record('dp_rec', 0.10, 1e-6, 1e-4, seed=0),
-              _record('dp_rec', 0.14, 1e-6, 1e-4, seed=1),
-              _record('dp_fedavg', 0.30, 0.4, 0.4, seed=0),
-              _record('dp_fedavg', 0.32, 0.4, 0.4, seed=1)]),
-        (160, [_record('dp_rec', 0.20, 4e-6, 4e-4, seed=0),
-               _record('dp_rec', 0.22, 4e-6, 4e-4, seed=1)])]
+        ('dp_fedavg', 40, [
+            _record('dp_fedavg', 0.38, 0.4, 0.4, 40, 0, noise_multiplier=0.463,
+                    l2_clip=0.2),
+            _record('dp_fedavg', 0.40, 0.4, 0.4, 40, 1, noise_multiplier=0.463,
+                    l2_clip=0.2)], dict(setting='task defaults')),
+        ('dp_rec', 40, [_record('dp_rec', 0.20, 1e-6, 1e-2, 40, 0, **rec),
+                        _record('dp_rec', 0.22, 1e-6, 1e-2, 40, 1, **rec)],
+         dict(setting='task defaults')),
+        ('dp_rec', 2560, [_record('dp_rec', 0.35, 1e-3, 50.0, 2560, 0, **rec),
+                          _record('dp_rec', 0.37, 1e-3, 50.0, 2560, 1, **rec)],
+         dict(setting='noise_stddev=0.1314', tuned=True,
+              edges=['noise_stddev (largest)'])),
+        ('ddgauss16', 640, [], dict(note='every tuned setting diverged'))]
     rows = frontier.summarize(points)
-    self.assertEqual([(r['aggregator'], r['clients_per_round'])
-                      for r in rows],
-                     [('dp_rec', 40), ('dp_fedavg', 40), ('dp_rec', 160)])
-    self.assertAllClose(rows[0]['mean'], 0.12)
-    self.assertAllClose(rows[0]['se'], 0.02)  # sd 0.0283 / sqrt(2)
-    self.assertAllClose(rows[2]['total_gb'], 4.04e-4)
-    context = dict(frequent_tags=0.22, initial_metric=0.11)
+    self.assertAllClose(rows[0]['relative_noise'], 0.463 / 40)
+    self.assertAllClose(rows[1]['relative_noise'], 1 / (1.5 * 40**0.5))
+    self.assertAllClose(rows[2]['mean'], 0.36)
+    self.assertAllClose(rows[2]['se'], 0.01)
+    self.assertAllClose(rows[2]['total_gb'], 50.001)
+    context = dict(frequent_tags=0.22)
     table = frontier.markdown(rows, context, 'recall@5')
-    self.assertIn('| dp_rec | 160 | 5 | 1.000 | 21.00 ± 1.00 (2 seeds) |',
+    self.assertIn('| dp_rec | 2560 | noise_stddev=0.1314 (tuned, edge: '
+                  'noise_stddev (largest)) | c 1.500, sigma 0.1314, clip '
+                  '0.197 | 0.01318 | 36.00 ± 1.00 (2 seeds) |', table)
+    self.assertIn('| ddgauss16 | 640 | every tuned setting diverged |',
                   table)
-    self.assertIn('| frequent tags (5 most frequent) | - | - | - | 22.00 |',
+    self.assertIn('| frequent tags (5 most frequent) | | | | | 22.00 |',
                   table)
     directory = self.create_tempdir().full_path
     paths = frontier.write(directory, rows, context, 'recall@5')
     self.assertEqual([os.path.basename(p) for p in paths],
                      ['frontier.csv', 'frontier.md', 'frontier.png'])
     with open(paths[0]) as f:
-      self.assertLen(list(csv.DictReader(f)), 3)
+      self.assertLen(list(csv.DictReader(f)), 4)
     self.assertGreater(os.path.getsize(paths[2]), 10_000)
 
 

@@ -1,7 +1,8 @@
 """tff_dprec: differentially private relative entropy coding for TFF.
 
-Submodules load on first access: `accounting` needs only dp_accounting, so the
-accountant and its CLI start without TensorFlow; `rec` and `message` load
+Submodules load on first access: `accounting` and `plan` need only
+dp_accounting, so the accountant, the planner and their CLIs start without
+TensorFlow; `rec` and `message` load
 TensorFlow; `aggregators`, `learning` and `history` load TFF.
 
 * `learning`: `dp_rec_aggregator(...)` for `tff.learning`, the layout, event
@@ -11,12 +12,15 @@ TensorFlow; `aggregators`, `learning` and `history` load TFF.
 * `rec`: the REC codec (plain TF).
 * `accounting`: the privacy accountants and calibration.
 * `history`: server-to-client history compression and client replay.
+* `plan`: will DP-REC pay in a federation? Each mechanism's calibration,
+  noise and traffic, and DP-REC's break-even clients per round
+  (`python -m tff_dprec.plan`; no TensorFlow).
 """
 
 import importlib
 
 __all__ = ['accounting', 'aggregators', 'history', 'learning', 'message',
-           'rec']
+           'plan', 'rec', 'sizes']
 
 
 def __getattr__(name):

@@ -49,13 +49,12 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tff_dprec import sizes
 from tff_dprec import validation
 from tff_dprec.aggregators import dp_rec
 
-# Bits of the per-round message count in a history.
-ROUND_HEADER_BITS = 32
-# Bits of the initial model seed R' sent to a first-time client.
-INITIAL_SEED_BITS = 64
+ROUND_HEADER_BITS = sizes.ROUND_HEADER_BITS
+INITIAL_SEED_BITS = sizes.INITIAL_SEED_BITS
 
 HISTORY = 'history'
 FULL = 'full'

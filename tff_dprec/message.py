@@ -21,10 +21,11 @@ import numpy as np
 import tensorflow as tf
 
 from tff_dprec import rec
+from tff_dprec import sizes
 from tff_dprec import validation
 
 # A message carries a 64-bit seed word; the codec seed is (word, domain tag).
-SEED_BITS = 64
+SEED_BITS = sizes.SEED_BITS
 _SEED_DOMAIN = 0x44505245430001  # "DPREC" + codec version 1.
 # Refuse groups larger than this many elements (memory budget: the client
 # holds a group, the server decodes one, the encoder a block of candidates).

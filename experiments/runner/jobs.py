@@ -30,6 +30,7 @@ import traceback
 
 from experiments.infra import worker_reaper
 from experiments.runner import config as config_lib
+from experiments.runner import planning
 from experiments.runner import plans
 from experiments.runner import training
 
@@ -70,8 +71,11 @@ def split_runs(runs, jobs: int) -> list:
   return [[runs[i] for i in sorted(m)] for m in members]
 
 
-def run(config: config_lib.RunConfig, print_fn=print) -> list:
+def run(config: config_lib.RunConfig, print_fn=print,
+        print_plan: bool = False) -> list:
   """Trains `config` in `config.jobs` processes; returns the records.
+
+  `print_plan`: the planner's lines first, as `training.run`'s.
 
   Raises:
     JobError: If a child failed (after every child has ended).
@@ -86,6 +90,8 @@ def run(config: config_lib.RunConfig, print_fn=print) -> list:
 
   task, config, task_dir = training.setup(config, say)
   planned = training.calibrate(task, config)
+  if print_plan and 'dp_rec' in planned:
+    planning.print_plan(task, config, planned['dp_rec'], say)
   # Runs that finished before (a rerun after a failed job) are not shared.
   runs = [(name, seed) for name in config.aggregators for seed in config.seeds
           if not (config.resume and training.finished_run(

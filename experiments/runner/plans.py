@@ -12,6 +12,7 @@ import math
 from typing import Any, Callable, Optional
 
 from experiments.runner import calibration_cache
+from tff_dprec import plan as plan_lib
 
 FLOAT_BITS = 32
 PAPER_BITS = 7  # REC's bits where they are not chosen from c.
@@ -142,45 +143,11 @@ def plan(name: str, **setting) -> AggregatorPlan:
   return spec.build(spec, PlanSetting(**setting))
 
 
-# Bits chosen from c (`bits=None` for DP-REC): the smallest b whose K = 2^b
-# candidates exceed exp(KL + margin), KL <= c^2 / 2 nats being the divergence
-# of a clipped update's posterior from the prior. Importance sampling needs
-# about exp(KL + t) samples, its error falling like exp(-t / 4) (Chatterjee
-# and Diaconis 2018, Thm. 1.1; Havasi et al. 2019 for REC); t = 2 nats
-# (each bit more doubles the encode's time: 7 bits instead of 5 made the
-# main job's DP-REC rounds 2.3 s instead of about 1 s).
-# At most 8 bits: the encode generates 2^bits candidates of the group's size
-# (256 x 50,050 normals, about 0.1 s per client here); a larger c needs more
-# groups (`grouping`) rather than more bits per group.
-REC_MARGIN_NATS = 2.0
-MAX_AUTO_BITS = 8
-
-
-def auto_bits(calibrate_c) -> tuple:
-  """(bits, c, met): the smallest bits with bits ln 2 >= c(bits)^2 / 2 + margin.
-
-  `calibrate_c(bits)` is DP-REC's clip ratio at `bits` (calibrated, which
-  falls as bits grow under the proven accountings, or fixed); a bit width it
-  refuses (a target out of reach) is skipped. `met` is False when the cap
-  `MAX_AUTO_BITS` is reached without the margin.
-
-  Raises:
-    The last refusal of `calibrate_c` when every bit width up to the cap is
-    refused.
-  """
-  error, c = None, None
-  for bits in range(max(1, math.ceil(REC_MARGIN_NATS / math.log(2))),
-                    MAX_AUTO_BITS + 1):
-    try:
-      c = calibrate_c(bits)
-    except ValueError as e:  # TargetUnreachable, OverheadExceedsDelta.
-      error, c = e, None
-      continue
-    if bits * math.log(2) >= c * c / 2 + REC_MARGIN_NATS:
-      return bits, c, True
-  if c is None:
-    raise error
-  return MAX_AUTO_BITS, c, False
+# Bits chosen from c (`bits=None` for DP-REC): the library's rule, which
+# the planner (`python -m tff_dprec.plan`) uses too.
+REC_MARGIN_NATS = plan_lib.REC_MARGIN_NATS
+MAX_AUTO_BITS = plan_lib.MAX_AUTO_BITS
+auto_bits = plan_lib.auto_bits
 
 
 def idealisation_warning(params) -> Optional[str]:

@@ -31,6 +31,7 @@ from experiments.infra import compile_cache
 from experiments.infra import distributed
 from experiments.infra import downlink as downlink_lib
 from experiments.runner import ledger as ledger_lib
+from experiments.runner import planning
 from experiments.runner import plans
 from experiments.runner import records
 from experiments.runner import report
@@ -71,7 +72,7 @@ def run_experiment(*, task_name: str, print_fn=print, **kwargs) -> list:
 
 def run(config: config_lib.RunConfig, print_fn=print,
         context_out: Optional[dict] = None,
-        start_time: Optional[float] = None) -> list:
+        start_time: Optional[float] = None, print_plan: bool = False) -> list:
   """Trains `config.task` once per aggregator; writes and returns records.
 
   Every round is checkpointed under `output_dir` (`experiments.runner.checkpoints`);
@@ -83,6 +84,8 @@ def run(config: config_lib.RunConfig, print_fn=print,
   task-level outputs (`experiments.runner.jobs`, which also passes its
   `start_time` for the wall time). `context_out`, when given, receives the
   reference rows (initial model, frequent tags) and the wall time.
+  `print_plan` prints the planner's lines for DP-REC's setting
+  (`experiments.runner.planning`).
 
   Raises:
     OutputDirError: If the output directory cannot be written (before any
@@ -108,6 +111,9 @@ def run(config: config_lib.RunConfig, print_fn=print,
   planned = calibrate(task, config,
                       names=[name for name in config.aggregators if runs[name]])
   context = {}
+  if print_plan and 'dp_rec' in planned:
+    with _timed('planner'):
+      planning.print_plan(task, config, planned['dp_rec'], print_fn)
   if config.job_runs is None:  # A job's parent writes the table.
     with _timed('reference rows'):
       context = _context(task, config)

@@ -1,27 +1,44 @@
-r"""Utility against communication: can cheap messages buy back DP-REC's noise?
+r"""When does DP-REC pay? Utility against clients per round and traffic.
 
   python -m experiments.frontier --task=stackoverflow_lr --num_seeds=3
 
-At one privacy target (epsilon 1) and the same number of rounds T, runs
-DP-REC with B in `--dp_rec_clients` (40, 160, 640) clients per round, and
-DP-FedAvg and DDGauss16 with `--baseline_clients` (40), each calibrated to
-the target at its own B (DP-REC's prior sigma scaled as sqrt(B / 40):
-`noise_stddev_for`), through `experiments.run`'s training loop
-(`training.run`; each B in `<output_dir>/B<B>/`, so each resumes on its
-own). DP-REC's messages are 100-1000x smaller than a model, so it can
-afford more clients per round at the same traffic; more clients average
-away more of its per-client noise, but raise the sampling rate, which lowers
-its calibrated clip ratio. This measures which wins.
+At one privacy target (epsilon 1) and the same rounds T, trains each method
+at each of its clients per round B (`--points`, default DP-REC and
+DP-FedAvg at 40, 160, 640 and 2560, DDGauss16 at 40, 160 and 640), each
+calibrated to the target at its own B. DP-REC's noise on the averaged
+update, over its clip, is 1 / (c sqrt(B)); DP-FedAvg's is z / B; c barely
+falls with B, so at some B DP-REC's noise meets DP-FedAvg's at B = 40
+(`python -m tff_dprec.plan` predicts where), for a fraction of its upload.
 
-Writes `<output_dir>/<task>/`: `frontier.csv` and `frontier.md` (method, B,
-epsilon, seeds, final metric mean and standard error, upload, download and
-total GB per run) and `frontier.png` (final metric, mean +- standard error,
-against total GB per run, log x, with the frequent-tags and initial-model
-lines).
+Each point's free parameters are chosen on the validation split where
+`--grids` names the point (`method@B: grid`, `experiments.tune`'s syntax;
+DP-REC's grid may be in `clip=` values, its clip c sigma, turned into
+`noise_stddev = clip / c(B)` rounded to 4 decimals at the point's own c:
+the clip is what matters once B is large, since the noise over the clip is
+fixed by c and B). Tuning runs train `--tune_seeds` seeds from
+`epsilon_sweep.TUNE_SEED_OFFSET` on, scored on the validation split, in
+`<output_dir>/tune/B<B>/<method>/`; the best mean wins. A point without a
+grid uses the task's defaults (tuned at B = 40 on validation,
+docs/EXPERIMENTS.md), which for DP-FedAvg at B > 40 is the rule the
+default grid checks at B = 2560.
+
+Then each point trains `--num_seeds` seeds (0, 1, ...) scored on the test
+split, in `<output_dir>/B<B>/<method>/<setting>/`. Everything resumes:
+finished tuning settings and runs are reused when their configuration is
+unchanged, a run cut short continues from its checkpoint.
+
+Writes `<output_dir>/<task>/`: `frontier.csv`, `frontier.md` (per point:
+the setting and whether it is at the edge of its grid, c or z, the
+planner's relative noise, metric +- standard error, upload, download and
+total GB per run, s/round) and `frontier.png` (the metric against upload
+GB, total GB and B, log x, with standard-error bands and DP-FedAvg's B = 40
+level).
 """
 
 import csv
+import math
 import os
+import re
 import time
 
 from absl import app
@@ -30,10 +47,24 @@ from absl import flags
 # `app.run` fail to build (empty inbound nodes).
 import tensorflow as tf  # pylint: disable=unused-import
 
-from experiments.data import tasks
 from experiments.runner import cli as cli_lib
 from experiments.runner import config as config_lib
+from experiments.runner import plans
 from experiments.runner import report
+from experiments.studies import epsilon_sweep
+from experiments.studies import tune as tune_lib
+from tff_dprec import plan as plan_lib
+
+DEFAULT_POINTS = ('dp_rec: 40,160,640,2560; dp_fedavg: 40,160,640,2560; '
+                  'ddgauss16: 40,160,640')
+# DP-REC's clip at each B > 40 (at B = 40 its default, sigma 0.006, is
+# tuned); DP-FedAvg's B = 40 clip and rate (0.2, 10) checked at B = 2560.
+DEFAULT_GRIDS = ('dp_rec@160: clip=0.02,0.05,0.1; '
+                 'dp_rec@640: clip=0.05,0.1,0.2; '
+                 'dp_rec@2560: clip=0.1,0.2,0.4; '
+                 'dp_fedavg@2560: l2_clip=0.2,0.5,1')
+DP_REC_CLIP = 'clip'
+REFERENCE = ('dp_fedavg', 40)
 
 
 def parse_sizes(values, flag: str) -> list[int]:
@@ -52,116 +83,318 @@ def parse_sizes(values, flag: str) -> list[int]:
   return sorted(set(sizes))
 
 
-def plan_runs(dp_rec_clients, baseline_clients, baselines) -> dict:
-  """{B: aggregators trained at B}: DP-REC at each of its sizes, baselines
-  at theirs."""
-  runs = {}
-  for b in dp_rec_clients:
-    runs.setdefault(b, []).append('dp_rec')
-  for b in baseline_clients:
-    runs.setdefault(b, []).extend(a for a in baselines
-                                  if a not in runs.get(b, []))
-  return dict(sorted(runs.items()))
+def parse_points(text: str) -> dict:
+  """'method: B,B; method: B' -> {method: [B, ...]} (ValueError names it)."""
+  points = {}
+  for part in (text or '').split(';'):
+    if not part.strip():
+      continue
+    name, sep, sizes = part.partition(':')
+    name = name.strip()
+    if not sep:
+      raise ValueError(f'--points: {part.strip()!r} is not "method: B,B".')
+    if name not in plans.private_names():
+      raise ValueError(f'--points: {name!r} is not a private aggregator; '
+                       f'choose from {plans.private_names()}.')
+    if name in points:
+      raise ValueError(f'--points: {name!r} is listed twice.')
+    points[name] = parse_sizes([s.strip() for s in sizes.split(',')],
+                               f'points ({name})')
+  if not points:
+    raise ValueError('--points is empty.')
+  return points
 
 
-def noise_stddev_for(clients: int, reference_clients: int,
-                     noise_stddev: float) -> float:
-  """DP-REC's prior sigma at `clients` per round, from the tuned one.
+def parse_grids(text: str, points: dict) -> dict:
+  """'method@B: grid; ...' -> {(method, B): [setting, ...]}.
 
-  sigma sqrt(reference / clients): the noise of the averaged update
-  (sigma / sqrt(B) per coordinate) stays at the level tuned at the
-  reference B, and the clip c sigma, the signal, grows as sqrt(B /
-  reference). With sigma unchanged the step c sigma times the rate stays the
-  small one tuned against B = 40's noise, and more clients would only
-  average noise that no longer limits (the main job's no-noise control
-  learns no more at that step).
+  A grid for a point not in `points` is an error (it would never run), as
+  is a field that defines the point rather than its free parameters.
   """
-  return noise_stddev * (clients / reference_clients)**0.5
+  grids = {}
+  for part in (text or '').split(';'):
+    if not part.strip():
+      continue
+    head, sep, grid = part.partition(':')
+    name, at, size = head.strip().partition('@')
+    if not sep or not at:
+      raise tune_lib.GridError(
+          f'--grids: {part.strip()!r} is not "method@B: grid".')
+    clients = parse_sizes([size], 'grids')[0]
+    if clients not in points.get(name, ()):
+      raise tune_lib.GridError(
+          f'--grids: {head.strip()!r} is not a point of --points.')
+    if (name, clients) in grids:
+      raise tune_lib.GridError(f'--grids: {head.strip()!r} has two grids.')
+    settings = _parse_settings(grid, name)
+    grids[(name, clients)] = settings
+  return grids
+
+
+def _parse_settings(grid, name):
+  """`experiments.tune`'s grid; DP-REC's `clip=` kept as the key 'clip'."""
+  if name == 'dp_rec':  # Its l2_clip is c sigma: `clip=` names it.
+    grid = re.sub(r'(^|\s)clip=', r'\1l2_clip=', grid)
+  settings = tune_lib.parse_grid(grid)
+  if name == 'dp_rec':
+    settings = [{(DP_REC_CLIP if k == 'l2_clip' else k): v
+                 for k, v in s.items()} for s in settings]
+  for setting in settings:
+    for field in ('target_epsilon', 'accounting', 'rounds',
+                  'clients_per_round'):
+      if field in setting:
+        raise tune_lib.GridError(
+            f'--grids: {name}: {field!r} defines the point; it cannot vary.')
+  return settings
+
+
+def sigma_for_clip(clip: float, clip_ratio: float) -> float:
+  """DP-REC's prior sigma giving the clip `clip` at c: clip / c, 4 decimals."""
+  sigma = round(clip / clip_ratio, 4)
+  if sigma <= 0:
+    raise ValueError(f'clip={clip} at c={clip_ratio:.4g} gives sigma '
+                     f'{clip / clip_ratio:.3g}, below 0.0001.')
+  return sigma
+
+
+def relative_noise(record: dict):
+  """The planner's relative noise of a run from its parameters, or None."""
+  params, b = record.get('params', {}), record['clients_per_round']
+  if params.get('clip_ratio'):
+    return plan_lib.dp_rec_relative_noise(params['clip_ratio'], b)
+  if params.get('noise_multiplier'):
+    return plan_lib.gaussian_relative_noise(params['noise_multiplier'], b)
+  return None
+
+
+def edges(chosen: dict, settings) -> list[str]:
+  """The varied fields of a grid whose chosen value is its smallest or
+  largest ('noise_stddev (largest)'); [] inside the grid or untuned."""
+  out = []
+  for field in sorted(chosen):
+    values = sorted({s[field] for s in settings if field in s})
+    if len(values) > 1 and chosen[field] in (values[0], values[-1]):
+      side = 'smallest' if chosen[field] == values[0] else 'largest'
+      out.append(f'{field} ({side})')
+  return out
+
+
+def point_settings(task, base, name, clients, grid) -> list:
+  """The grid's settings as RunConfig fields (DP-REC's clips as sigmas)."""
+  from experiments.runner import training  # pylint: disable=g-import-not-at-top
+  if name != 'dp_rec' or not any(DP_REC_CLIP in s for s in grid):
+    return [dict(s) for s in grid]
+  config = config_lib.RunConfig(**{**base.asdict(), 'aggregators': (name,),
+                                   'clients_per_round': clients})
+  c = training.plan_for(task, config.resolved(task), name,
+                        False).params['clip_ratio']
+  return [{('noise_stddev' if k == DP_REC_CLIP else k):
+           (sigma_for_clip(v, c) if k == DP_REC_CLIP else v)
+           for k, v in s.items()} for s in grid]
+
+
+def tune_point(base, name, clients, settings, tune_seeds, print_fn):
+  """Tunes one point on the validation split; returns (setting, results)."""
+  tuning = config_lib.RunConfig(**{
+      **base.asdict(), 'aggregators': (name,), 'clients_per_round': clients,
+      'num_seeds': tune_seeds,
+      'seed': base.seed + epsilon_sweep.TUNE_SEED_OFFSET,
+      'eval_split': 'validation', 'eval_every': 10**6,
+      'output_dir': os.path.join(base.output_dir, 'tune', f'B{clients}',
+                                 name)})
+  os.makedirs(tuning.output_dir, exist_ok=True)
+  results = tune_lib.tune(
+      tuning, settings, os.path.join(tuning.output_dir, f'tune_{name}.json'),
+      print_fn=lambda line: print_fn(f'[frontier] {name} B={clients} '
+                                     f'tuning: {line}'))
+  return epsilon_sweep.choose(results, settings), results
+
+
+def run_point(task, base, name, clients, grid, tune_seeds, print_fn):
+  """Tunes (where there is a grid) and trains one point on the test split.
+
+  Returns (records, info): info has the chosen setting, its validation
+  scores and the fields at the edge of the grid.
+  """
+  from experiments.runner import training  # pylint: disable=g-import-not-at-top
+  setting, info = {}, dict(tuned=False, edges=[], validation={})
+  if grid:
+    settings = point_settings(task, base, name, clients, grid)
+    setting, results = tune_point(base, name, clients, settings, tune_seeds,
+                                  print_fn)
+    if setting is None:
+      print_fn(f'[frontier] {name} B={clients}: every setting diverged.')
+      return [], dict(info, note='every tuned setting diverged')
+    info = dict(tuned=True, edges=edges(setting, settings), validation={
+        tune_lib.key(s): results[tune_lib.key(s)]['mean'] for s in settings})
+  name_of_setting = epsilon_sweep.setting_name(setting)
+  config = config_lib.RunConfig(**{
+      **base.asdict(), **setting, 'aggregators': (name,),
+      'clients_per_round': clients,
+      'output_dir': os.path.join(base.output_dir, f'B{clients}', name,
+                                 name_of_setting.replace(' ', '_'))})
+  print_fn(f'[frontier] {name} B={clients}: {name_of_setting}')
+  captured = {}
+  records = training.run(config, print_fn=_warnings_only(print_fn),
+                         context_out=captured)
+  for r in records:
+    print_fn(f"[frontier] {name} B={clients} seed {r['seed']}: "
+             f"{100 * r['final_metric']:.2f}")
+  return records, dict(info, setting=name_of_setting, context=captured)
+
+
+def _warnings_only(print_fn):
+  def say(line='', *_):
+    if 'WARNING' in str(line):
+      print_fn(line)
+  return say
 
 
 def summarize(points) -> list[dict]:
-  """Rows of (clients_per_round, records) pairs, one per (method, B)."""
+  """One row per point from (method, B, records, info) tuples."""
   rows = []
-  for clients, records in points:
-    for name, runs in report.group_by_aggregator(records).items():
-      mean, se = report.mean_se([r['final_metric'] for r in runs])
-      upload = sum(r['upload_gb'] for r in runs) / len(runs)
-      download = sum(r['download_gb'] for r in runs) / len(runs)
-      rows.append(dict(
-          aggregator=name, clients_per_round=clients,
-          rounds=max(r['rounds'] for r in runs),
-          epsilon=max(r['epsilon'] or 0.0 for r in runs),
-          seeds=len(runs), mean=mean, se=se, upload_gb=upload,
-          download_gb=download, total_gb=upload + download,
-          seconds_per_round=sum(r['seconds_per_round'] for r in runs) /
-          len(runs)))
+  for name, clients, records, info in points:
+    row = dict(aggregator=name, clients_per_round=clients,
+               setting=info.get('setting', ''), tuned=info.get('tuned', False),
+               edge='; '.join(info.get('edges', [])),
+               note=info.get('note', ''), seeds=len(records))
+    if records:
+      mean, se = report.mean_se([r['final_metric'] for r in records])
+      params = records[0].get('params', {})
+      upload = sum(r['upload_gb'] for r in records) / len(records)
+      download = sum(r['download_gb'] for r in records) / len(records)
+      row.update(
+          rounds=max(r['rounds'] for r in records),
+          epsilon=max(r['epsilon'] or 0.0 for r in records),
+          parameter=_parameter(params),
+          relative_noise=relative_noise(records[0]), mean=mean, se=se,
+          upload_gb=upload, download_gb=download, total_gb=upload + download,
+          seconds_per_round=sum(r['seconds_per_round'] for r in records) /
+          len(records))
+    rows.append(row)
   return rows
 
 
+def _parameter(params) -> str:
+  if 'clip_ratio' in params:
+    return (f"c {params['clip_ratio']:.3f}, sigma {params['noise_stddev']:.4g}"
+            f", clip {params['l2_clip']:.3g}")
+  if 'noise_multiplier' in params:
+    return f"z {params['noise_multiplier']:.3f}, clip {params['l2_clip']:.3g}"
+  return ''
+
+
 def markdown(rows, context: dict, label: str) -> str:
-  lines = [f'| method | B | rounds | epsilon | {label} (%) | upload GB | '
-           'download GB | total GB | s/round |',
-           '|---|---|---|---|---|---|---|---|---|']
+  """The frontier table (one row per point, then the reference rows)."""
+  lines = [f'| method | B | setting (validation) | c or z | relative noise '
+           f'| {label} (%) | upload GB | download GB | total GB | s/round |',
+           '|---|---|---|---|---|---|---|---|---|---|']
   for r in rows:
+    if 'mean' not in r:
+      lines.append(f"| {r['aggregator']} | {r['clients_per_round']} | "
+                   f"{r['note']} | | | | | | | |")
+      continue
     se = '' if r['se'] is None else f" ± {100 * r['se']:.2f}"
+    setting = r['setting']
+    if r['tuned']:
+      setting += ' (tuned' + (f", edge: {r['edge']})" if r['edge'] else ')')
     lines.append(
-        f"| {r['aggregator']} | {r['clients_per_round']} | {r['rounds']} | "
-        f"{r['epsilon']:.3f} | {100 * r['mean']:.2f}{se} ({r['seeds']} "
-        f"seeds) | {r['upload_gb']:.4g} | {r['download_gb']:.4g} | "
-        f"{r['total_gb']:.4g} | {r['seconds_per_round']:.2f} |")
+        f"| {r['aggregator']} | {r['clients_per_round']} | {setting} | "
+        f"{r['parameter']} | {r['relative_noise']:.4g} | "
+        f"{100 * r['mean']:.2f}{se} ({r['seeds']} seeds) | "
+        f"{r['upload_gb']:.3g} | {r['download_gb']:.3g} | "
+        f"{r['total_gb']:.3g} | {r['seconds_per_round']:.2f} |")
   for key, name in (('frequent_tags', report.FREQUENT_TAGS_LABEL),
                     ('initial_metric', report.INITIAL_MODEL_LABEL)):
     if context.get(key) is not None:
-      lines.append(f'| {name} | - | - | - | {100 * context[key]:.2f} | - | '
-                   '- | - | - |')
+      lines.append(f'| {name} | | | | | {100 * context[key]:.2f} | | | | |')
   return '\n'.join(lines) + '\n'
 
 
 def write(output_dir: str, rows, context: dict, label: str) -> list[str]:
   """Writes frontier.csv, frontier.md and frontier.png."""
-  import matplotlib  # pylint: disable=g-import-not-at-top
-  matplotlib.use('Agg')
-  from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
   os.makedirs(output_dir, exist_ok=True)
   csv_path = os.path.join(output_dir, 'frontier.csv')
+  fields = list(dict.fromkeys(k for r in rows for k in r))
   with open(csv_path, 'w', newline='') as f:
-    writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+    writer = csv.DictWriter(f, fieldnames=fields)
     writer.writeheader()
     writer.writerows(rows)
   md_path = os.path.join(output_dir, 'frontier.md')
   with open(md_path, 'w') as f:
     f.write(markdown(rows, context, label))
-  fig, ax = plt.subplots(figsize=(6, 4.2))
-  for name in dict.fromkeys(r['aggregator'] for r in rows):
-    mine = sorted((r for r in rows if r['aggregator'] == name),
-                  key=lambda r: r['total_gb'])
-    ax.errorbar([r['total_gb'] for r in mine],
-                [100 * r['mean'] for r in mine],
-                yerr=[100 * (r['se'] or 0.0) for r in mine], marker='o',
-                capsize=3, label=f"{name} ({mine[0]['seeds']} seeds)")
-    for r in mine:
-      ax.annotate(f"B={r['clients_per_round']}",
-                  (r['total_gb'], 100 * r['mean']),
-                  textcoords='offset points', xytext=(4, 4), fontsize=7)
-  if context.get('frequent_tags') is not None:
-    ax.axhline(100 * context['frequent_tags'], color='black', ls='--',
-               lw=1, label='frequent tags')
-  if context.get('initial_metric') is not None:
-    ax.axhline(100 * context['initial_metric'], color='grey', ls=':', lw=1,
-               label='initial model')
-  ax.set_xscale('log')
-  ax.set_xlabel('total communication per run, GB (upload + download, log)')
-  ax.set_ylabel(f'final {label} (%)')
-  epsilon = max(r['epsilon'] for r in rows)
-  ax.set_title(f'{label} vs communication at epsilon {epsilon:.2g} '
-               '(mean ± SE)', fontsize=10)
-  ax.grid(alpha=0.3)
-  ax.legend(fontsize=8)
-  fig.tight_layout()
   png_path = os.path.join(output_dir, 'frontier.png')
-  fig.savefig(png_path, dpi=120)
-  plt.close(fig)
+  plot(png_path, [r for r in rows if 'mean' in r], context, label)
   return [csv_path, md_path, png_path]
+
+
+def plot(path, rows, context, label) -> None:
+  """The metric against upload GB, total GB and B (log x), +- SE bands."""
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use('Agg')
+  from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
+  fig, axes = plt.subplots(1, 3, figsize=(15, 4.6), sharey=True)
+  panels = (('upload_gb', 'upload per run, GB (log)'),
+            ('total_gb', 'upload + download per run, GB (log)'),
+            ('clients_per_round', 'clients per round B (log)'))
+  reference = [r for r in rows
+               if (r['aggregator'], r['clients_per_round']) == REFERENCE]
+  for ax, (key, xlabel) in zip(axes, panels):
+    for name in dict.fromkeys(r['aggregator'] for r in rows):
+      mine = sorted((r for r in rows if r['aggregator'] == name),
+                    key=lambda r: r[key])
+      x = [r[key] for r in mine]
+      y = [100 * r['mean'] for r in mine]
+      se = [100 * (r['se'] or 0.0) for r in mine]
+      line, = ax.plot(x, y, marker='o', label=name)
+      ax.fill_between(x, [a - b for a, b in zip(y, se)],
+                      [a + b for a, b in zip(y, se)],
+                      color=line.get_color(), alpha=0.2)
+      if key != 'clients_per_round':
+        for r in mine:
+          ax.annotate(f"B={r['clients_per_round']}", (r[key], 100 * r['mean']),
+                      textcoords='offset points', xytext=(4, -10), fontsize=7)
+    _reference_lines(ax, reference, context)
+    ax.set_xscale('log')
+    ax.set_xlabel(xlabel)
+    ax.grid(alpha=0.3)
+  axes[0].set_ylabel(f'final {label} (%), test split')
+  axes[0].legend(fontsize=8, loc='lower right')
+  epsilon = max(r['epsilon'] for r in rows)
+  fig.suptitle(f'{label} at epsilon {epsilon:.2g}: mean ± SE over seeds',
+               fontsize=11)
+  fig.tight_layout()
+  fig.savefig(path, dpi=110)
+  plt.close(fig)
+
+
+def _reference_lines(ax, reference, context):
+  if reference:
+    ax.axhline(100 * reference[0]['mean'], color='tab:orange', ls='--',
+               lw=1, label=f'dp_fedavg at B={REFERENCE[1]}')
+  if context.get('frequent_tags') is not None:
+    ax.axhline(100 * context['frequent_tags'], color='black', ls=':', lw=1,
+               label='frequent tags')
+
+
+def run_frontier(base, points, grids, tune_seeds, print_fn=print):
+  """Every point, cheapest first; returns (points, context, label)."""
+  from experiments.data import tasks as tasks_lib  # pylint: disable=g-import-not-at-top
+  task = tasks_lib.create_task(base.task, base.data_dir,
+                               embedded_config=base.embedded_config,
+                               population=base.population)
+  order = sorted(((clients, name) for name, sizes in points.items()
+                  for clients in sizes),
+                 key=lambda p: (p[0], plans.get(p[1]).relative_cost))
+  done, context, label = [], {}, 'metric'
+  for clients, name in order:
+    records, info = run_point(task, base, name, clients,
+                              grids.get((name, clients)), tune_seeds,
+                              print_fn)
+    if records:
+      context, label = info['context'], records[0]['metric_label']
+    done.append((name, clients, records, info))
+  return done, context, label
 
 
 def main(argv):
@@ -170,36 +403,21 @@ def main(argv):
   start = time.time()
   cli_lib.quiet_logs()
   try:
-    baseline_clients = parse_sizes(_BASELINE_CLIENTS.value,
-                                   'baseline_clients')
-    runs = plan_runs(parse_sizes(_DP_REC_CLIENTS.value, 'dp_rec_clients'),
-                     baseline_clients, tuple(_BASELINES.value))
-    reference = min(baseline_clients)
-    sigma = tasks.defaults(_STUDY.task.value).noise_stddev
-    configs = []
-    for clients, aggregators in runs.items():
-      scaled = {}
-      if _SCALE_NOISE_STDDEV.value and clients != reference:
-        scaled['noise_stddev'] = noise_stddev_for(clients, reference, sigma)
-      configs.append(config_lib.RunConfig(
-          task=_STUDY.task.value, aggregators=tuple(aggregators),
-          data_dir=_STUDY.data_dir.value,
-          output_dir=os.path.join(_STUDY.output_dir.value, f'B{clients}'),
-          clients_per_round=clients, rounds=_ROUNDS.value,
-          target_epsilon=_TARGET_EPSILON.value, num_seeds=_NUM_SEEDS.value,
-          progress=False,
-          population=_STUDY.population_value(),
-          **scaled))
+    points = parse_points(_POINTS.value)
+    grids = parse_grids(_GRIDS.value, points)
+    if _TUNE_SEEDS.value < 1:
+      raise ValueError(f'--tune_seeds must be at least 1, found '
+                       f'{_TUNE_SEEDS.value}.')
+    base = config_lib.RunConfig(
+        task=_STUDY.task.value, aggregators=tuple(points),
+        data_dir=_STUDY.data_dir.value, output_dir=_STUDY.output_dir.value,
+        rounds=_ROUNDS.value, target_epsilon=_TARGET_EPSILON.value,
+        num_seeds=_NUM_SEEDS.value, progress=False,
+        population=_STUDY.population_value())
   except (TypeError, ValueError) as e:
     cli_lib.fail(e)
-  from experiments.runner import training  # pylint: disable=g-import-not-at-top
-  points, context, label = [], {}, 'metric'
-  for config in configs:
-    captured = {}
-    records = training.run(config, print_fn=print, context_out=captured)
-    context, label = captured, records[0]['metric_label']
-    points.append((config.clients_per_round, records))
-  rows = summarize(points)
+  done, context, label = run_frontier(base, points, grids, _TUNE_SEEDS.value)
+  rows = summarize(done)
   paths = write(os.path.join(_STUDY.output_dir.value, _STUDY.task.value),
                 rows, context, label)
   print(markdown(rows, context, label))
@@ -210,25 +428,24 @@ def main(argv):
 def _define_flags():
   """Defined only when run as a program (tests import this module)."""
   # pylint: disable=global-statement
-  global _STUDY, _DP_REC_CLIENTS, _BASELINE_CLIENTS, _BASELINES, _ROUNDS
-  global _TARGET_EPSILON, _NUM_SEEDS, _SCALE_NOISE_STDDEV
+  global _STUDY, _POINTS, _GRIDS, _ROUNDS, _TARGET_EPSILON, _NUM_SEEDS
+  global _TUNE_SEEDS
   _STUDY = cli_lib.define_study_flags('output/frontier')
-  _DP_REC_CLIENTS = flags.DEFINE_list(
-      'dp_rec_clients', ['40', '160', '640'], 'DP-REC clients per round.')
-  _BASELINE_CLIENTS = flags.DEFINE_list(
-      'baseline_clients', ['40'], 'The baselines\' clients per round.')
-  _BASELINES = flags.DEFINE_list('baselines', ['dp_fedavg', 'ddgauss16'],
-                                 'Baseline aggregators.')
+  _POINTS = flags.DEFINE_string(
+      'points', DEFAULT_POINTS,
+      "Each method's clients per round: 'method: B,B; method: B'.")
+  _GRIDS = flags.DEFINE_string(
+      'grids', DEFAULT_GRIDS,
+      "Points tuned on the validation split: 'method@B: grid; ...' "
+      "(experiments.tune's syntax; DP-REC also takes clip=...). '' tunes "
+      'nothing.')
   _ROUNDS = flags.DEFINE_integer('rounds', None,
                                  'Rounds, the same for all (task default).')
   _TARGET_EPSILON = flags.DEFINE_float('target_epsilon', 1.0,
                                        'Privacy target.')
-  _SCALE_NOISE_STDDEV = flags.DEFINE_bool(
-      'scale_noise_stddev', True,
-      "DP-REC's prior sigma times sqrt(B / the baselines' B), so that its "
-      'averaged noise stays at the level tuned at that B and its clip grows '
-      '(noise_stddev_for); --noscale_noise_stddev keeps the tuned sigma.')
   _NUM_SEEDS = flags.DEFINE_integer('num_seeds', 3, 'Seeds per point.')
+  _TUNE_SEEDS = flags.DEFINE_integer('tune_seeds', 1,
+                                     'Seeds per tuned setting.')
 
 
 def cli():

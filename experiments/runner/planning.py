@@ -1,0 +1,92 @@
+"""The planner's lines for a run's own setting (`tff_dprec.plan`).
+
+The main job prints them before it trains, so every run says how far DP-REC
+is from DP-FedAvg's noise there and at which clients per round it would
+match it. Calibrations go through the run's on-disk cache
+(`calibration_cache`), under the keys the plans use.
+"""
+
+import tensorflow as tf
+
+from experiments.runner import calibration_cache
+from experiments.runner import execution
+from tff_dprec import accounting
+from tff_dprec import history
+from tff_dprec import plan as plan_lib
+from tff_dprec import sizes
+
+
+class CachedCalibrations(plan_lib.Calibrations):
+  """`plan_lib.Calibrations` through the experiments' calibration cache."""
+
+  def dp_rec_clip_ratio(self, clients_per_round, bits, num_groups):
+    fed = self.federation
+    common = dict(population=fed.population,
+                  clients_per_round=clients_per_round, delta=fed.delta)
+    message = dict(bits=bits, num_groups=num_groups,
+                   accounting=accounting.PLD)
+    return accounting.round_down(calibration_cache.calibrate(
+        'dp_rec_clip_ratio', accounting.calibrate_clip_ratio,
+        lambda c: accounting.dp_rec_epsilon(
+            clip_ratio=c, rounds=fed.rounds, **message, **common),
+        fed.target_epsilon, rounds=fed.rounds, **message, **common))
+
+  def dp_fedavg_noise(self, accountant):
+    fed = self.federation
+    return accounting.round_up(calibration_cache.calibrate(
+        'dp_fedavg_noise_multiplier', accounting.calibrate_dp_fedavg_noise,
+        lambda z: accounting.dp_fedavg_epsilon(
+            noise_multiplier=z, rounds=fed.rounds, accounting=accountant,
+            **_common(fed)),
+        fed.target_epsilon, rounds=fed.rounds, accounting=accountant,
+        **_common(fed)))
+
+  def ddgauss_noise(self, l2_clip, bits):
+    fed = self.federation
+    settings = dict(l2_clip=l2_clip, bits=bits, rounds=fed.rounds,
+                    dimension=fed.dimension, **_common(fed))
+    return calibration_cache.calibrate(
+        'ddgauss_noise_multiplier', accounting.calibrate_ddgauss_noise,
+        lambda z: accounting.ddgauss_epsilon(noise_multiplier=z, **settings),
+        fed.target_epsilon, **settings)
+
+
+def _common(fed):
+  return dict(population=fed.population,
+              clients_per_round=fed.clients_per_round, delta=fed.delta)
+
+
+def full_state_bits(task, config, server_lr, dimension) -> int:
+  """The model and DP-REC's server optimizer state, as a history counts it."""
+  optimizer = execution.server_optimizer_for(task, server_lr, config,
+                                             private=True)
+  specs = [tf.TensorSpec([dimension], tf.float32)]
+  # Hyperparameters as the process keeps them (float32 tensors).
+  state = tf.nest.map_structure(tf.convert_to_tensor,
+                                optimizer.initialize(specs))
+  return sizes.FLOAT_BITS * dimension + history.structure_bits(state)
+
+
+def plan_for_run(task, config, dp_rec_plan) -> plan_lib.Plan:
+  """The planner at the run's N, B, T, epsilon, delta and DP-REC layout."""
+  dimension = dp_rec_plan.download_bits_per_client // sizes.FLOAT_BITS
+  params = dp_rec_plan.params
+  server_lr = config.server_lr_for(task, dp_rec_plan.private_setting)
+  return plan_lib.plan(
+      population=task.population, clients_per_round=config.clients_per_round,
+      rounds=config.rounds, target_epsilon=config.target_epsilon,
+      dimension=int(dimension), delta=config.delta,
+      bits=None if params.get('bits_from_c') else params['bits'],
+      num_groups=params['num_groups'],
+      full_bits=full_state_bits(task, config, server_lr, int(dimension)),
+      ddgauss_l2_clip=config.l2_clip, calibrations=CachedCalibrations)
+
+
+def print_plan(task, config, dp_rec_plan, print_fn) -> plan_lib.Plan:
+  """Prints the planner's lines, each prefixed with the task's name."""
+  result = plan_for_run(task, config, dp_rec_plan)
+  print_fn(f'[{task.name}] The planner (python -m tff_dprec.plan) at this '
+           'setting, before training:')
+  for line in plan_lib.format_plan(result):
+    print_fn(f'[{task.name}] {line}')
+  return result

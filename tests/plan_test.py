@@ -1,0 +1,269 @@
+"""Tests for `tff_dprec.plan` and its command line."""
+
+from contextlib import redirect_stderr
+from contextlib import redirect_stdout
+import io
+import json
+import math
+
+from absl.testing import absltest
+from absl.testing import parameterized
+import numpy as np
+
+from experiments.studies import communication
+from tff_dprec import accounting
+from tff_dprec import plan as plan_lib
+
+# A federation small enough to calibrate in seconds.
+_SMALL = dict(population=2000, clients_per_round=10, rounds=5,
+              target_epsilon=2.0, dimension=1000)
+
+
+def _run_cli(argv):
+  out = io.StringIO()
+  with redirect_stdout(out):
+    plan_lib.main(argv)
+  return out.getvalue()
+
+
+class AutoBitsTest(parameterized.TestCase):
+
+  @parameterized.parameters(None, 1, 3, 5, 8, 12)
+  def test_a_start_gives_the_scan_answer(self, start):
+    def falling(bits):  # c falls with bits, as calibrations do.
+      return 3.3 - 0.15 * bits
+
+    self.assertEqual(plan_lib.auto_bits(falling, start=start),
+                     plan_lib.auto_bits(falling))
+
+  def test_a_good_start_asks_fewer_calibrations(self):
+    asked = []
+
+    def falling(bits):
+      asked.append(bits)
+      return 1.7 - 0.01 * bits
+
+    bits, _, met = plan_lib.auto_bits(falling)
+    scanned = len(asked)
+    asked.clear()
+    self.assertEqual(plan_lib.auto_bits(
+        falling, start=plan_lib.bits_for_clip_ratio(1.7))[0], bits)
+    self.assertTrue(met)
+    self.assertLess(len(asked), scanned)
+    self.assertEqual(sorted(asked), [bits - 1, bits])
+
+  def test_the_cap_and_refusals(self):
+    self.assertEqual(plan_lib.auto_bits(lambda b: 10.0, start=4),
+                     (plan_lib.MAX_AUTO_BITS, 10.0, False))
+
+    def refuses_few_bits(bits):
+      if bits < 6:
+        raise ValueError(f'unreachable at {bits} bits')
+      return 1.0
+
+    self.assertEqual(plan_lib.auto_bits(refuses_few_bits, start=3),
+                     (6, 1.0, True))
+
+
+class BreakEvenTest(parameterized.TestCase):
+
+  def _brute_force(self, target, population, c_of):
+    for b in range(1, population + 1):
+      if plan_lib.dp_rec_relative_noise(c_of(b), b) <= target:
+        return b
+    return None
+
+  @parameterized.parameters(
+      # (clients_per_round, target): DP-REC behind at B, and ahead at B.
+      (40, 0.0116), (40, 0.5), (5, 0.03), (300, 0.0116))
+  def test_equals_a_brute_force_search(self, clients, target):
+    population = 20000
+
+    def c_of(b):  # Falls slowly with B, as calibrated clip ratios do.
+      return 1.8 - 0.08 * math.log10(b)
+
+    asked = []
+
+    def clip_ratio_at(b, previous):
+      del previous
+      asked.append(b)
+      return c_of(b), 5
+
+    found = plan_lib.break_even(target, population, clip_ratio_at, clients)
+    expected = self._brute_force(target, population, c_of)
+    self.assertEqual(found[0], expected)
+    self.assertAlmostEqual(found[1], c_of(expected))
+    self.assertLess(len(asked), 12)  # Not a scan.
+
+  def test_none_when_out_of_reach(self):
+    self.assertIsNone(plan_lib.break_even(
+        1e-4, 1000, lambda b, _: (1.5, 5), 10))
+
+    def unreachable(b, _):
+      if b > 50:
+        raise accounting.TargetUnreachableError('no c')
+      return 1.5, 5
+
+    self.assertIsNone(plan_lib.break_even(0.01, 10**6, unreachable, 10))
+
+
+class DownloadTest(absltest.TestCase):
+
+  def test_expectation_matches_simulated_draws(self):
+    # Small enough that histories and full states both occur.
+    n, b, t, message, full = 60, 6, 30, 69, 3000
+    formula = plan_lib.expected_history_download_bits(
+        population=n, clients_per_round=b, rounds=t, message_bits=message,
+        full_bits=full)
+    protocol = communication.library_protocol(message, message - 64)
+    rng = np.random.default_rng(7)
+    per_draw = []
+    for _ in range(400):
+      draws = rng.integers(n, size=(t, b))
+      traffic = communication.size_only_traffic(draws, protocol, full)
+      per_draw.append(traffic.download_bits / draws.size)
+      self.assertEqual(traffic.upload_bits, draws.size * message)
+    mean = np.mean(per_draw)
+    se = np.std(per_draw, ddof=1) / np.sqrt(len(per_draw))
+    # 4.5 standard errors: fails by chance about once in 150,000 runs.
+    self.assertLess(abs(formula - mean), 4.5 * se)
+    self.assertGreater(formula, 64)
+    self.assertLess(formula, full)
+
+  def test_limits(self):
+    # Everyone new every round with a huge population: histories of all
+    # rounds before, sum_t (t R + 64) / T.
+    n, b, t, message = 10**9, 4, 5, 69
+    per_round = 32 + b * message
+    expected = np.mean([r * per_round + 64 for r in range(t)])
+    self.assertAlmostEqual(plan_lib.expected_history_download_bits(
+        population=n, clients_per_round=b, rounds=t, message_bits=message,
+        full_bits=10**9), expected, delta=1e-3 * expected)
+    # A full state smaller than any history: always the full state.
+    self.assertAlmostEqual(plan_lib.expected_history_download_bits(
+        population=n, clients_per_round=b, rounds=t, message_bits=message,
+        full_bits=10), 10.0, places=3)
+
+
+class PlanTest(absltest.TestCase):
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.plan = plan_lib.plan(**_SMALL)
+
+  def test_parameters_are_the_accountants_calibrations(self):
+    p, common = self.plan, dict(population=2000, clients_per_round=10,
+                                rounds=5, delta=2000**-1.1)
+    r = p.dp_rec
+    bits, groups = r.extra['bits'], r.extra['num_groups']
+    c = r.parameter
+    eps = lambda c: accounting.dp_rec_epsilon(  # pylint: disable=g-long-lambda
+        clip_ratio=c, bits=bits, num_groups=groups, **common)
+    self.assertLessEqual(eps(c), 2.0)
+    self.assertGreater(eps(c * 1.0001), 2.0)  # The largest, not a copy.
+    self.assertGreaterEqual(bits * math.log(2),
+                            c * c / 2 + plan_lib.REC_MARGIN_NATS)
+    z = p.dp_fedavg.parameter
+    self.assertLessEqual(accounting.dp_fedavg_epsilon(
+        noise_multiplier=z, **common), 2.0)
+    self.assertGreater(accounting.dp_fedavg_epsilon(
+        noise_multiplier=z * 0.9999, **common), 2.0)
+    z_rdp = p.dp_fedavg.extra['rdp_parameter']
+    self.assertGreater(z_rdp, z)  # RDP is looser than the PLD.
+    self.assertLessEqual(accounting.dp_fedavg_epsilon(
+        noise_multiplier=z_rdp, accounting='rdp', **common), 2.0)
+    g = p.ddgauss
+    self.assertLessEqual(accounting.ddgauss_epsilon(
+        noise_multiplier=g.parameter, l2_clip=1.0, bits=16, dimension=1000,
+        **common), 2.0)
+    self.assertAlmostEqual(r.extra['local_epsilon'],
+                           accounting.dp_rec_local_epsilon(
+                               clip_ratio=c, delta=2000**-1.1, bits=bits,
+                               num_groups=groups))
+
+  def test_noise_and_traffic(self):
+    p = self.plan
+    self.assertAlmostEqual(p.dp_rec.relative_noise,
+                           1 / (p.dp_rec.parameter * math.sqrt(10)))
+    self.assertAlmostEqual(p.dp_fedavg.relative_noise,
+                           p.dp_fedavg.parameter / 10)
+    self.assertAlmostEqual(p.ddgauss.relative_noise,
+                           p.ddgauss.parameter / 10)
+    self.assertEqual(p.dp_rec.upload_bits, 64 + p.dp_rec.extra['bits'])
+    self.assertEqual(p.dp_fedavg.upload_bits, 32 * 1000)
+    self.assertEqual(p.ddgauss.upload_bits, 16 * 1000)
+    self.assertEqual(p.dp_fedavg.download_bits, 32 * 1000)
+    self.assertEqual(p.dp_rec.extra['full_bits'], 32 * 1000)  # SGD.
+    self.assertAlmostEqual(
+        p.dp_rec.download_bits, plan_lib.expected_history_download_bits(
+            population=2000, clients_per_round=10, rounds=5,
+            message_bits=p.dp_rec.upload_bits, full_bits=32 * 1000))
+
+  def test_break_even_is_the_smallest(self):
+    p = self.plan
+    target = p.dp_fedavg.relative_noise
+    found = p.dp_rec.extra['break_even_clients_per_round']
+    self.assertGreater(found, 10)
+    self.assertLessEqual(p.dp_rec.extra['break_even_relative_noise'],
+                         target)
+    # One client fewer, calibrated afresh with its own bits, misses.
+    cal = plan_lib.Calibrations(self.plan.federation)
+    bits, c, _ = plan_lib.auto_bits(
+        lambda b: cal.dp_rec_clip_ratio(found - 1, b, 1))
+    self.assertGreater(plan_lib.dp_rec_relative_noise(c, found - 1), target)
+    self.assertEqual(p.dp_rec.extra['break_even_upload_bits_per_round'],
+                     found * (64 + p.dp_rec.extra['break_even_bits']))
+    del bits
+
+  def test_json_and_text(self):
+    out = self.plan.to_json()
+    for name in ('dp_rec', 'dp_fedavg', 'ddgauss'):
+      for field in ('parameter', 'relative_noise', 'upload_bits',
+                    'download_bits'):
+        self.assertIn(field, out[name])
+    for field in ('bits', 'num_groups', 'local_epsilon',
+                  'break_even_clients_per_round'):
+      self.assertIn(field, out['dp_rec'])
+    self.assertIn('rdp_parameter', out['dp_fedavg'])
+    json.dumps(out)
+    text = '\n'.join(plan_lib.format_plan(self.plan))
+    self.assertIn(f"B'={out['dp_rec']['break_even_clients_per_round']:,}",
+                  text)
+    self.assertIn('| DP-FedAvg | pld |', text)
+
+
+class CliTest(parameterized.TestCase):
+
+  def test_json(self):
+    argv = [f'--{k}={v}' for k, v in _SMALL.items()] + [
+        '--nobreak_even', '--server_optimizer=adam', '--json']
+    out = json.loads(_run_cli(argv))
+    self.assertEqual(set(out), {'dp_rec', 'dp_fedavg', 'ddgauss',
+                                'federation'})
+    self.assertNotIn('break_even_clients_per_round', out['dp_rec'])
+    self.assertEqual(out['dp_rec']['full_bits'], 3 * 32 * 1000)
+    self.assertEqual(out['federation']['population'], 2000)
+
+  @parameterized.parameters(
+      ('--clients_per_round=0', 'clients_per_round must be positive, found 0'),
+      ('--clients_per_round=3000', 'clients_per_round=3000 exceeds '
+       'population=2000'),
+      ('--dimension=-5', 'dimension must be positive, found -5'),
+      ('--target_epsilon=0', 'target_epsilon must be positive'),
+      ('--delta=2', 'delta must be in (0, 1), found 2.0'),
+      ('--num_groups=0', 'num_groups must be positive, found 0'),
+      ('--bits=0', 'bits must be in [1, 30], found 0'))
+  def test_bad_input_exits_2_naming_it(self, flag, message):
+    argv = [f'--{k}={v}' for k, v in _SMALL.items()] + [flag]
+    err = io.StringIO()
+    with self.assertRaises(SystemExit) as raised:
+      with redirect_stderr(err):
+        _run_cli(argv)
+    self.assertEqual(raised.exception.code, 2)
+    self.assertIn(message, err.getvalue())
+    self.assertEqual(err.getvalue().count('\n'), 1)
+
+
+if __name__ == '__main__':
+  absltest.main()
