@@ -12,7 +12,8 @@ from typing import Any, Optional
 from experiments.runner import plans
 from tff_dprec.accounting import calibration
 
-TASKS = ('stackoverflow_lr', 'emnist', 'shakespeare', 'mnist', 'digits')
+TASKS = ('stackoverflow_lr', 'emnist', 'shakespeare', 'mnist', 'fashion_mnist',
+         'digits')
 DOWNLINKS = ('auto', 'history', 'full')
 ACCOUNTINGS = ('pld', 'rdp', 'sound', 'paper')
 SERVER_OPTIMIZERS = ('adam', 'sgdm')
