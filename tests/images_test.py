@@ -144,6 +144,35 @@ class ImageTaskTest(tf.test.TestCase):
     del weights
     self.assertEqual(tasks.defaults('fashion_mnist').clients_per_round, 10)
 
+  def test_round_tensors_make_the_clients_datasets(self):
+    folder = self.create_tempdir().full_path
+    arrays = write_image_set(folder, gz=False)
+    task = tasks.create_task('fashion_mnist', folder)
+    ids = ['client_004', 'client_071', 'client_004']
+    tensors = task.round_input(ids, [7, 1, 2])
+    self.assertLen(tensors, 3)
+    # Seeded: the same seed, the same order.
+    again = task.round_input(ids, [7, 1, 2])
+    self.assertAllEqual(tensors[0][0], again[0][0])
+    reference = task.baseline.datasets.train_data
+    for client, (x, y) in zip(ids, tensors):
+      self.assertEqual((x.dtype, x.shape[1:]), (np.float32, (28, 28, 1)))
+      mine = list(reference.create_tf_dataset_for_client(client)
+                  .as_numpy_iterator())
+      # The same examples as the client's dataset, in another order.
+      expected = sorted(int(e['y']) for e in mine)
+      self.assertEqual(sorted(y.tolist()), expected)
+      # The reference path's arrays, bit for bit.
+      self.assertEqual(sorted(map(bytes, x)),
+                       sorted(bytes(e['x']) for e in mine))
+      batches = list(task.client_data.dataset_computation(x, y))
+      first_x, first_y = batches[0]
+      self.assertEqual(first_x.shape[1:], (28, 28, 1))
+      self.assertLessEqual(len(first_y), 20)
+      self.assertAllEqual(np.concatenate([b[0] for b in batches]), x)
+      self.assertAllEqual(np.concatenate([b[1] for b in batches]), y)
+    del arrays
+
   def test_mnist_reads_idx_files_too(self):
     folder = self.create_tempdir().full_path
     write_image_set(folder, gz=False)

@@ -14,6 +14,7 @@ alpha = 1.0, Hsu et al. 2019). `paper_split` makes such a split; the other
 images the test split.
 """
 
+import functools
 import gzip
 import os
 from typing import Optional, Sequence
@@ -169,3 +170,55 @@ def paper_split(labels: np.ndarray, *, num_clients: int = PAPER_CLIENTS,
       donor = int(np.argmax([len(s) for s in shares]))
       shares[client].append(shares[donor].pop())
   return [np.array(sorted(s)) for s in shares]
+
+
+class ClientImages:
+  """Sampled clients' images as tensors (the fast path for image tasks).
+
+  `__call__(ids, seed)` returns per client its images (float32 in [0, 1],
+  [n, h, w, 1], the arrays the task's datasets slice) and int32 labels [n],
+  in a uniform random order drawn from `seed` (each client's shuffle, as
+  the datasets' 1000-example buffer gives for clients of at most 1000
+  examples). `dataset_computation` (a TFF computation run inside the round)
+  batches them. TFF then moves two tensors per client instead of a dataset
+  graph with every client's images inlined (TestClientData's), which made
+  image rounds 10x slower.
+  """
+
+  def __init__(self, client_ids, x: np.ndarray, y: np.ndarray, parts,
+               batch_size: int):
+    self._index = {str(c): p for c, p in zip(client_ids, parts)}
+    self._x, self._y = x, y.astype(np.int32)
+    self._batch_size = batch_size
+
+  def __call__(self, client_ids, seed) -> list:
+    rng = np.random.default_rng(seed)
+    out = []
+    for client in client_ids:
+      rows = self._index[str(client)]
+      rows = rows[rng.permutation(len(rows))]
+      out.append((self._x[rows], self._y[rows]))
+    return out
+
+  @functools.cached_property
+  def dataset_computation(self):
+    """TFF computation: one client's (images, labels) -> batched dataset."""
+    return _to_dataset_computation(self._x.shape[1:], self._batch_size)
+
+
+def _to_dataset_computation(shape, batch_size):
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+
+  @tff.tensorflow.computation(tff.TensorType(np.float32, [None, *shape]),
+                              tff.TensorType(np.int32, [None]))
+  def to_dataset(x, y):
+    # Without tf.data's per-iterator Grappler rewrite and autotuner: one
+    # per client per round (`stackoverflow_arrays._plain_pipeline_options`).
+    options = tf.data.Options()
+    options.experimental_optimization.apply_default_optimizations = False
+    options.autotune.enabled = False
+    return tf.data.Dataset.from_tensor_slices((x, y)).batch(
+        batch_size).with_options(options)
+
+  return to_dataset

@@ -226,14 +226,15 @@ def create_task(task_name: str,
   }[task_name]
   kwargs = dict(embedded_config=embedded_config) if (
       task_name == 'stackoverflow_lr') else {}
-  baseline, metric, label, source, note = builder(data_dir, batch, seed,
-                                                  **kwargs)
+  baseline, metric, label, source, note, *image_data = builder(
+      data_dir, batch, seed, **kwargs)
   if population is not None and not (task_name == 'stackoverflow_lr' and
                                      source == 'embedded'):
     raise ValueError(
         f'population={population!r} applies to the embedded stackoverflow_lr '
         f'data only; {task_name} here has {source} data.')
-  arrays, client_data, client_ids = None, None, None
+  arrays, client_ids = None, None
+  client_data = image_data[0] if image_data else None
   population_source = 'stored'
   if task_name == 'stackoverflow_lr' and source == 'embedded':
     vocab = _vocab(data_dir, EMBEDDED_WORD_VOCAB, EMBEDDED_TAG_VOCAB)
@@ -486,8 +487,9 @@ def _mnist(data_dir, batch, seed):
              '--data_dir.')
     path = folder
     arrays = images.load_idx_folder(folder)
-  return _paper_image_task(arrays, batch, seed), 'accuracy', 'accuracy', (
-      'real'), f'MNIST (real images) from {path}; {_PAPER_SPLIT_NOTE}'
+  baseline, client_data = _paper_image_task(arrays, batch, seed)
+  return baseline, 'accuracy', 'accuracy', 'real', (
+      f'MNIST (real images) from {path}; {_PAPER_SPLIT_NOTE}'), client_data
 
 
 def _fashion_mnist(data_dir, batch, seed):
@@ -503,9 +505,10 @@ def _fashion_mnist(data_dir, batch, seed):
         f'{images.KERAS_FASHION_MNIST} and {images.DEBIAN_FASHION_MNIST}; '
         f'install them with {images.FASHION_MNIST_INSTALL}.')
   arrays = images.load_idx_folder(folder)
-  return _paper_image_task(arrays, batch, seed), 'accuracy', 'accuracy', (
-      'real'), (f'Fashion-MNIST (real images, Xiao et al. 2017) from '
-                f'{folder}; {_PAPER_SPLIT_NOTE}')
+  baseline, client_data = _paper_image_task(arrays, batch, seed)
+  return baseline, 'accuracy', 'accuracy', 'real', (
+      f'Fashion-MNIST (real images, Xiao et al. 2017) from {folder}; '
+      f'{_PAPER_SPLIT_NOTE}'), client_data
 
 
 _PAPER_SPLIT_NOTE = (
@@ -516,15 +519,23 @@ _PAPER_SPLIT_NOTE = (
 
 
 def _paper_image_task(arrays, batch, seed):
-  """The paper's MNIST protocol on 28 x 28 images (`images.paper_split`)."""
+  """The paper's MNIST protocol on 28 x 28 images (`images.paper_split`).
+
+  Returns the baseline task and the clients' images as round tensors
+  (`images.ClientImages`, the fast path).
+  """
   x_train = (arrays['x_train'].astype(np.float32) / 255.0)[..., None]
   y_train = arrays['y_train'].astype(np.int32)
   x_test = (arrays['x_test'].astype(np.float32) / 255.0)[..., None]
   n = len(y_train) * 5 // 6  # 50,000 of 60,000.
   parts = images.paper_split(y_train[:n], seed=seed)
-  return _image_task(x_train[:n], y_train[:n], parts, x_test,
-                     arrays['y_test'].astype(np.int32), batch, seed, _lenet5,
-                     validation=(x_train[n:], y_train[n:]))
+  baseline = _image_task(x_train[:n], y_train[:n], parts, x_test,
+                         arrays['y_test'].astype(np.int32), batch, seed,
+                         _lenet5, validation=(x_train[n:], y_train[n:]))
+  client_data = images.ClientImages(
+      [_client_id(i) for i in range(len(parts))], x_train[:n], y_train[:n],
+      parts, batch)
+  return baseline, client_data
 
 
 def _digits(data_dir, batch, seed):
@@ -583,7 +594,7 @@ def _image_task(x_train, y_train, parts, x_test, y_test, batch, seed,
                 model_builder, validation=None):
   """Clients holding `parts` of the training arrays; `validation` is (x, y)."""
   client_arrays = {
-      f'client_{i:03d}': collections.OrderedDict(x=x_train[p], y=y_train[p])
+      _client_id(i): collections.OrderedDict(x=x_train[p], y=y_train[p])
       for i, p in enumerate(parts)
   }
   train = tff.simulation.datasets.TestClientData(client_arrays)
@@ -617,6 +628,10 @@ def _image_task(x_train, y_train, parts, x_test, y_test, batch, seed,
         metrics=[tf.keras.metrics.SparseCategoricalAccuracy()])
 
   return tff.simulation.baselines.BaselineTask(datasets, model_fn)
+
+
+def _client_id(i: int) -> str:
+  return f'client_{i:03d}'
 
 
 def _lenet5(input_shape, num_classes):
