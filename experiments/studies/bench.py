@@ -200,7 +200,7 @@ def history_bench(words: int, tags: int, clients_per_round: int,
 def main(argv=None):
   parser = argparse.ArgumentParser(prog='python -m experiments.bench')
   parser.add_argument('what', choices=['codec', 'codec_one', 'history',
-                                       'rounds'])
+                                       'rounds', 'images'])
   parser.add_argument('--aggregators',
                       default=','.join(throughput.DEFAULT_AGGREGATORS))
   parser.add_argument('--paths', default=','.join(throughput.PATHS))
@@ -224,6 +224,18 @@ def main(argv=None):
                      rounds=args.rounds or 6,
                      clients_per_round=args.clients_per_round,
                      data_dir=args.data_dir)
+    finally:
+      worker_reaper.reap_context_workers()
+    return
+  if args.what == 'images':
+    from experiments.infra import worker_reaper  # pylint: disable=g-import-not-at-top
+    worker_reaper.install()
+    try:
+      aggregators = args.aggregators.split(',') if (
+          args.aggregators != ','.join(throughput.DEFAULT_AGGREGATORS)) else (
+              'fedavg', 'dp_rec')
+      throughput.run_images(aggregators, rounds=args.rounds or 6,
+                            data_dir=args.data_dir)
     finally:
       worker_reaper.reap_context_workers()
     return

@@ -54,13 +54,16 @@ class Row:
   # compiled (experiments.infra.compile_cache; off on the reference path).
   compiled_from_cache: int = 0
   compiled: int = 0
+  # The runtime's system CPU time over its CPU time (steady rounds).
+  worker_system_share: float = 0.0
 
   @property
   def client_rounds_per_second(self) -> float:
     return self.clients_per_round / self.steady_seconds_per_round
 
 
-def _children_cpu() -> float:
+def _children_cpu(system: bool = False) -> float:
+  """CPU seconds of this process's children (system time only: `system`)."""
   import psutil  # pylint: disable=g-import-not-at-top
   total = 0.0
   for child in psutil.Process().children(recursive=True):
@@ -68,7 +71,7 @@ def _children_cpu() -> float:
       times = child.cpu_times()
     except psutil.Error:
       continue
-    total += times.user + times.system
+    total += times.system + (0.0 if system else times.user)
   return total
 
 
@@ -93,9 +96,6 @@ def measure_path(task, config, plan, path: str, sampled) -> Row:
   from experiments.data import stackoverflow_arrays  # pylint: disable=g-import-not-at-top
   from experiments.data import tasks  # pylint: disable=g-import-not-at-top
   from experiments.runner import execution  # pylint: disable=g-import-not-at-top
-  from experiments.runner import training  # pylint: disable=g-import-not-at-top
-  from experiments.infra import compile_cache  # pylint: disable=g-import-not-at-top
-  from experiments.infra import worker_reaper  # pylint: disable=g-import-not-at-top
   if path not in PATHS:
     raise ValueError(f'path must be one of {PATHS}, found {path!r}.')
   server_optimizer = execution.server_optimizer_for(
@@ -113,22 +113,33 @@ def measure_path(task, config, plan, path: str, sampled) -> Row:
     make_input = stackoverflow_arrays.ClientDatasets(
         task.client_data.source, task.defaults.batch_size,
         tasks.TRAIN_MAX_ELEMENTS)
+  return time_rounds(process, make_input, plan, path, sampled,
+                     use_compile_cache=(path == 'fast'))
+
+
+def time_rounds(process, make_input, plan, path, sampled, *,
+                use_compile_cache: bool) -> Row:
+  """Times `process` over `sampled` rounds fed by `make_input(ids, seed)`."""
+  from experiments.runner import execution  # pylint: disable=g-import-not-at-top
+  from experiments.runner import training  # pylint: disable=g-import-not-at-top
+  from experiments.infra import compile_cache  # pylint: disable=g-import-not-at-top
+  from experiments.infra import worker_reaper  # pylint: disable=g-import-not-at-top
   times, inputs = [], []
-  worker_cpu = own_cpu = 0.0
+  worker_cpu = own_cpu = worker_system = 0.0
   cache_before = dict(compile_cache.stats)
   try:
-    # The reference path compiles as TFF's contexts do, without the cache.
-    execution.set_context(plan, None, use_compile_cache=(path == 'fast'))
+    execution.set_context(plan, None, use_compile_cache=use_compile_cache)
     state = process.initialize()
     for round_num, ids in enumerate(sampled, start=1):
       t0 = time.perf_counter()
       round_input = make_input(ids, training.client_data_seed(0, round_num))
       t1 = time.perf_counter()
-      c0, p0 = _children_cpu(), _own_cpu()
+      c0, p0, s0 = _children_cpu(), _own_cpu(), _children_cpu(system=True)
       state = process.next(state, round_input).state
       t2 = time.perf_counter()
       if round_num > 1:
         worker_cpu += _children_cpu() - c0
+        worker_system += _children_cpu(system=True) - s0
         own_cpu += _own_cpu() - p0
       inputs.append(t1 - t0)
       times.append(t2 - t0)
@@ -146,7 +157,8 @@ def measure_path(task, config, plan, path: str, sampled) -> Row:
              clients_per_round=len(sampled[0]),
              compiled_from_cache=(compile_cache.stats['hits'] -
                                   cache_before['hits']),
-             compiled=compile_cache.stats['misses'] - cache_before['misses'])
+             compiled=compile_cache.stats['misses'] - cache_before['misses'],
+             worker_system_share=worker_system / max(worker_cpu, 1e-9))
 
 
 def local_training_floor(task, client_lr: float, sampled, repeats: int = 3):
@@ -307,3 +319,52 @@ def run(aggregators=DEFAULT_AGGREGATORS, paths=PATHS, rounds: int = 6,
                'than the reference.')
   return dict(rows=[dataclasses.asdict(r) for r in rows],
               local_training_floor=floor, encode_floor=encode)
+
+
+def run_images(aggregators=('fedavg', 'dp_rec'), rounds: int = 6,
+               task_name: str = 'fashion_mnist', data_dir: str = 'data_cache',
+               print_fn=print) -> list:
+  """Image rounds (the paper's MNIST protocol, B = 10) along two inputs.
+
+  `reference`: client ids, each client's dataset built inside the round by
+  the baseline's TestClientData computation (every client's images inlined
+  in it; the path image tasks took before `images.ClientImages`); `fast`:
+  the run's path, the sampled clients' arrays as round tensors. Both with
+  the run's client loop and the compile cache off, so only the input
+  differs.
+  """
+  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  from experiments.data import tasks  # pylint: disable=g-import-not-at-top
+  from experiments.runner import config as config_lib  # pylint: disable=g-import-not-at-top
+  from experiments.runner import execution  # pylint: disable=g-import-not-at-top
+  from experiments.runner import training  # pylint: disable=g-import-not-at-top
+  task = tasks.create_task(task_name, data_dir)
+  config = config_lib.RunConfig(task=task_name, aggregators=tuple(aggregators),
+                                data_dir=data_dir).resolved(task)
+  sampled = _sampled(task, config.clients_per_round, rounds)
+  print_fn(f'{task_name}: {task.data_note} B={config.clients_per_round}, '
+           f'{rounds} rounds (the same clients on both paths).')
+  rows = []
+  for name in aggregators:
+    plan = training.plan_for(task, config, name, record_messages=False)
+    server_optimizer = execution.server_optimizer_for(
+        task, config.server_lr_for(task, plan.private_setting), config,
+        plan.private_setting)
+    process = execution.build_process(task, plan, config.client_lr,
+                                      server_optimizer)
+    inputs = {
+        'reference': (tff.simulation.compose_dataset_computation_with_learning_process(
+            task.dataset_computation, process), lambda ids, _: [
+                str(i) for i in ids]),
+        'fast': (task.learning_process(process), task.round_input)}
+    for path, (composed, make_input) in inputs.items():
+      row = time_rounds(composed, make_input, plan, path, sampled,
+                        use_compile_cache=False)
+      rows.append(row)
+      print_fn(f'{path:>9} {name:>7}: {row.seconds_per_round:.3f} s/round '
+               f'({row.steady_seconds_per_round:.3f} steady); runtime CPU '
+               f'{row.worker_cpu_ms_per_client:.0f} ms/client '
+               f'({100 * row.worker_system_share:.0f}% system), Python CPU '
+               f'{row.python_cpu_ms_per_client:.0f} ms/client')
+  tff.backends.native.set_sync_local_cpp_execution_context()
+  return rows
