@@ -1,0 +1,135 @@
+"""`experiments.reproduce --part=fashion_mnist` (experiments.studies.real_images)."""
+
+import csv
+import os
+import types
+from unittest import mock
+
+import tensorflow as tf
+
+from experiments.data import tasks as tasks_lib
+from experiments.runner import training
+from experiments.studies import epsilon_sweep
+from experiments.studies import real_images
+from experiments.studies import reproduce
+from tff_dprec import accounting
+
+
+class RealImagesTest(tf.test.TestCase):
+
+  def _fakes(self, calls):
+    defaults = types.SimpleNamespace(
+        rounds=300, clients_per_round=10, bits=None, grouping='tensor',
+        noise_stddev=0.005, l2_clip=0.01, eval_every=50, client_lr=0.01)
+    task = types.SimpleNamespace(defaults=defaults, population=100,
+                                 data_note='real Fashion-MNIST')
+    # Validation accuracy of each tuned value: the middle one wins for
+    # DP-FedAvg, the largest for DP-REC.
+    validation = {('dp_fedavg', 0.01): 0.6, ('dp_fedavg', 0.005): 0.5,
+                  ('dp_fedavg', 0.02): 0.55, ('dp_rec', 0.0025): 0.2,
+                  ('dp_rec', 0.005): 0.3, ('dp_rec', 0.01): 0.4}
+    test = {'fedavg': 0.8, 'dp_fedavg': 0.7, 'dp_rec': 0.5,
+            'ddgauss16': 0.6}
+
+    def plan_for(task_, config, name, record_messages):
+      del task_, record_messages
+      return types.SimpleNamespace(params=dict(num_groups=10))
+
+    def run(config, print_fn=print, context_out=None):
+      del print_fn, context_out
+      calls.append(config)
+      name = config.aggregators[0]
+      if config.eval_split == 'validation':
+        value = config.l2_clip if name == 'dp_fedavg' else config.noise_stddev
+        metric = validation[(name, value)]
+      else:
+        metric = test[name]
+      out_dir = os.path.join(config.output_dir, 'fashion_mnist')
+      os.makedirs(out_dir, exist_ok=True)
+      records = []
+      with open(os.path.join(out_dir, 'curves.csv'), 'w') as f:
+        f.write('aggregator,seed,round,metric,epsilon,upload_bits,'
+                'download_bits\n')
+        for a in config.aggregators:
+          for s in config.seeds:
+            value = metric + 0.01 * s - (0.1 if 'no_noise' in a else 0)
+            f.write(f'{a},{s},0,0.1,,0,0\n{a},{s},300,{value},,0,0\n')
+            records.append(dict(
+                aggregator=a, seed=s, final_metric=value,
+                epsilon=None if a in ('fedavg',) or 'no_noise' in a else
+                config.target_epsilon, upload_gb=1e-3, download_gb=1e-2,
+                seconds_per_round=1.0, params={}))
+      return records
+
+    return task, plan_for, run
+
+  def test_tunes_then_trains_every_row_and_writes_the_table(self):
+    calls = []
+    task, plan_for, run = self._fakes(calls)
+    out = self.create_tempdir().full_path
+    with mock.patch.object(training, 'run', run), \
+        mock.patch.object(training, 'plan_for', plan_for), \
+        mock.patch.object(tasks_lib, 'create_task', lambda *a, **k: task):
+      cells = real_images.run(out, 'data', rounds=300, seeds=2,
+                              log=lambda *a: None)
+    tuning = [c for c in calls if c.eval_split == 'validation']
+    self.assertLen(tuning, 6)
+    for c in tuning:
+      self.assertEqual((c.target_epsilon, c.seeds),
+                       (3.0, (epsilon_sweep.TUNE_SEED_OFFSET,)))
+    rows = [c for c in calls if c.eval_split == 'test']
+    self.assertEqual(
+        [(c.aggregators, c.target_epsilon) for c in rows][:5],
+        [(('dp_fedavg', 'dp_fedavg_no_noise'), 3.0),
+         (('dp_rec', 'dp_rec_no_noise'), 3.0),
+         (('dp_rec',), rows[2].target_epsilon),
+         (('ddgauss16', 'ddgauss16_no_noise'), 3.0), (('fedavg',), 1.0)])
+    for c in rows:
+      self.assertEqual(c.seeds, (0, 1))
+    # The tuned choices everywhere; DDGauss at DP-FedAvg's clip.
+    self.assertEqual((rows[0].l2_clip, rows[1].noise_stddev,
+                      rows[3].l2_clip), (0.01, 0.01, 0.01))
+    # The paper's c with 7 bits per tensor, accounted (and budgeted) at its
+    # sound epsilon over these rounds.
+    paper_row = rows[2]
+    self.assertEqual((paper_row.clip_ratio, paper_row.bits), (0.545, 7))
+    sound = accounting.dp_rec_epsilon(
+        clip_ratio=0.545, population=100, clients_per_round=10, rounds=300,
+        delta=100**-1.1, bits=7, num_groups=10)
+    self.assertGreaterEqual(paper_row.target_epsilon, sound)
+    self.assertLess(paper_row.target_epsilon, sound * 1.001)
+    self.assertEqual([c.target_epsilon for c in rows[5:]],
+                     [6.0, 6.0, rows[7].target_epsilon, 6.0])
+    self.assertEqual(rows[7].clip_ratio, 0.87)
+    with open(os.path.join(out, 'fashion_mnist.md')) as f:
+      table = f.read()
+    # Seeds 0 and 1 differ by a point: SE 0.5 each, 0.71 for a gap.
+    self.assertIn('| DP-REC - DP-FedAvg | 3 | -20.00 ± 0.71 | -12.6 |',
+                  table)
+    self.assertIn('| DP-REC - DDGauss16 | 6 | -10.00 ± 0.71 | - |', table)
+    self.assertIn('| FedAvg | - | - | - | 80.50 ± 0.50 (2 seeds) |', table)
+    self.assertIn("DP-REC at the paper's c = 0.545 | 3 |", table)
+    self.assertIn("(the paper's accounting: ", table)
+    self.assertIn('dp_fedavg l2_clip=0.01; dp_rec noise_stddev=0.01', table)
+    with open(os.path.join(out, 'fashion_mnist.csv')) as f:
+      self.assertLen(list(csv.DictReader(f)), 12)
+    self.assertGreater(
+        os.path.getsize(os.path.join(out, 'fashion_mnist_curves.png')),
+        10_000)
+    self.assertEqual(sorted((c['method'], c['epsilon']) for c in cells),
+                     [('DP-FedAvg', 3.0), ('DP-FedAvg', 6.0), ('DP-REC', 3.0),
+                      ('DP-REC', 3.0), ('DP-REC', 6.0), ('DP-REC', 6.0)])
+
+  def test_missing_data_is_one_line_and_exit_2(self):
+    def missing(*a, **k):
+      raise tasks_lib.MissingDataError('no fashion here')
+
+    with mock.patch.object(tasks_lib, 'create_task', missing), \
+        self.assertRaises(SystemExit) as raised:
+      reproduce.main(['--part=fashion_mnist', '--output_dir',
+                      self.create_tempdir().full_path])
+    self.assertEqual(raised.exception.code, 2)
+
+
+if __name__ == '__main__':
+  tf.test.main()
