@@ -430,7 +430,7 @@ def _define_flags():
   # pylint: disable=global-statement
   global _STUDY, _POINTS, _GRIDS, _ROUNDS, _TARGET_EPSILON, _NUM_SEEDS
   global _TUNE_SEEDS
-  _STUDY = cli_lib.define_study_flags('output/frontier')
+  _STUDY = cli_lib.define_study_flags('results/frontier')
   _POINTS = flags.DEFINE_string(
       'points', DEFAULT_POINTS,
       "Each method's clients per round: 'method: B,B; method: B'.")
