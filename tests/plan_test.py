@@ -150,7 +150,16 @@ class PlanTest(absltest.TestCase):
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
-    cls.plan = plan_lib.plan(**_SMALL)
+    # Bits from c, no break-even; and fixed bits with the break-even (each
+    # B' then costs one calibration instead of two or three).
+    shared = {}
+
+    def calibrations(fed):  # One set for both plans (the same federation).
+      return shared.setdefault(fed, plan_lib.Calibrations(fed))
+
+    cls.plan = plan_lib.plan(**_SMALL, with_break_even=False,
+                             calibrations=calibrations)
+    cls.fixed = plan_lib.plan(**_SMALL, bits=4, calibrations=calibrations)
 
   def test_parameters_are_the_accountants_calibrations(self):
     p, common = self.plan, dict(population=2000, clients_per_round=10,
@@ -201,20 +210,20 @@ class PlanTest(absltest.TestCase):
             message_bits=p.dp_rec.upload_bits, full_bits=32 * 1000))
 
   def test_break_even_is_the_smallest(self):
-    p = self.plan
+    p = self.fixed
     target = p.dp_fedavg.relative_noise
     found = p.dp_rec.extra['break_even_clients_per_round']
     self.assertGreater(found, 10)
+    self.assertEqual(p.dp_rec.extra['break_even_bits'], 4)
     self.assertLessEqual(p.dp_rec.extra['break_even_relative_noise'],
                          target)
-    # One client fewer, calibrated afresh with its own bits, misses.
-    cal = plan_lib.Calibrations(self.plan.federation)
-    bits, c, _ = plan_lib.auto_bits(
-        lambda b: cal.dp_rec_clip_ratio(found - 1, b, 1))
+    # One client fewer, calibrated afresh, misses.
+    c = plan_lib.Calibrations(p.federation).dp_rec_clip_ratio(found - 1, 4, 1)
     self.assertGreater(plan_lib.dp_rec_relative_noise(c, found - 1), target)
     self.assertEqual(p.dp_rec.extra['break_even_upload_bits_per_round'],
-                     found * (64 + p.dp_rec.extra['break_even_bits']))
-    del bits
+                     found * (64 + 4))
+    self.assertFalse(p.dp_rec.extra['bits_from_c'])
+    self.assertIsNone(p.dp_rec.extra['bits_margin_met'])
 
   def test_json_and_text(self):
     out = self.plan.to_json()
@@ -222,12 +231,15 @@ class PlanTest(absltest.TestCase):
       for field in ('parameter', 'relative_noise', 'upload_bits',
                     'download_bits'):
         self.assertIn(field, out[name])
-    for field in ('bits', 'num_groups', 'local_epsilon',
-                  'break_even_clients_per_round'):
+    for field in ('bits', 'num_groups', 'local_epsilon'):
       self.assertIn(field, out['dp_rec'])
+    self.assertNotIn('break_even_clients_per_round', out['dp_rec'])
+    self.assertIn('break_even_clients_per_round',
+                  self.fixed.to_json()['dp_rec'])
     self.assertIn('rdp_parameter', out['dp_fedavg'])
     json.dumps(out)
-    text = '\n'.join(plan_lib.format_plan(self.plan))
+    out = self.fixed.to_json()
+    text = '\n'.join(plan_lib.format_plan(self.fixed))
     self.assertIn(f"B'={out['dp_rec']['break_even_clients_per_round']:,}",
                   text)
     self.assertIn('| DP-FedAvg | pld |', text)
