@@ -237,21 +237,32 @@ def create_task(task_name: str,
   client_data = image_data[0] if image_data else None
   population_source = 'stored'
   if task_name == 'stackoverflow_lr' and source == 'embedded':
-    vocab = _vocab(data_dir, EMBEDDED_WORD_VOCAB, EMBEDDED_TAG_VOCAB)
-    arrays = stackoverflow_arrays.load(data_dir, *vocab)
-    clients = arrays['train']
-    if population != STORED:
-      clients = stackoverflow_population.Population(
-          stackoverflow_population.PAPER_POPULATION if population is None
-          else population, *vocab, embedded_config=embedded_config)
-      client_ids, population_source = clients.client_ids, 'on demand'
-      note += (f' Training clients: {clients.size}, each made on demand '
-               'from the same generator (validation and test: the stored '
-               'held-out clients).')
-    client_data = stackoverflow_arrays.ClientTensors(clients, batch,
-                                                     TRAIN_MAX_ELEMENTS)
+    arrays, client_data, client_ids, population_source, more = (
+        _embedded_clients(data_dir, batch, population, embedded_config))
+    note += more
   return Task(task_name, baseline, metric, label, source, note, task_defaults,
               arrays, client_data, population_source, client_ids)
+
+
+def _embedded_clients(data_dir, batch, population, embedded_config):
+  """The embedded SO-LR arrays and training clients (stored or on demand).
+
+  Returns (arrays, client tensors, client ids or None, population source,
+  a note to add).
+  """
+  vocab = _vocab(data_dir, EMBEDDED_WORD_VOCAB, EMBEDDED_TAG_VOCAB)
+  arrays = stackoverflow_arrays.load(data_dir, *vocab)
+  clients, client_ids, source, note = arrays['train'], None, 'stored', ''
+  if population != STORED:
+    clients = stackoverflow_population.Population(
+        stackoverflow_population.PAPER_POPULATION if population is None
+        else population, *vocab, embedded_config=embedded_config)
+    client_ids, source = clients.client_ids, 'on demand'
+    note = (f' Training clients: {clients.size}, each made on demand '
+            'from the same generator (validation and test: the stored '
+            'held-out clients).')
+  return (arrays, stackoverflow_arrays.ClientTensors(
+      clients, batch, TRAIN_MAX_ELEMENTS), client_ids, source, note)
 
 
 def evaluate(task: Task, model_weights, max_examples: Optional[int] = None,

@@ -106,23 +106,8 @@ def run(config: config_lib.RunConfig, print_fn=print,
   os.makedirs(log_dir, exist_ok=True)
   children = []
   try:
-    for j, share in enumerate(shares):
-      log_path = os.path.join(log_dir, f'job{j}.log')
-      child_config = dataclasses.replace(config, jobs=1, job_runs=tuple(share),
-                                         progress=False)
-      config_path = os.path.join(log_dir, f'job{j}.json')
-      with open(config_path, 'w') as f:
-        json.dump(to_json(child_config), f)
-      names = ', '.join(f'{n} seed {s}' for n, s in share)
-      print_fn(f'[{task.name}] job {j}: {names} (log {log_path}).')
-      with open(log_path, 'a') as log:
-        log.write(f'--- {time.strftime("%Y-%m-%d %H:%M:%S")}: {names}\n')
-        log.flush()
-        offset = log.tell()
-        process = worker_reaper.start_worker(
-            [sys.executable, '-m', 'experiments.runner.jobs', config_path],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-      children.append((j, process, log_path, offset))
+    # Filled as they start: a failure part-way kills those started.
+    _start_children(task, config, shares, log_dir, print_fn, children)
     failed = _relay(children, print_fn)
   except BaseException:
     for _, process, _, _ in children:
@@ -141,6 +126,28 @@ def run(config: config_lib.RunConfig, print_fn=print,
   return training.run(dataclasses.replace(config, jobs=1, resume=True),
                       print_fn=_without(said_before, print_fn),
                       start_time=start)
+
+
+def _start_children(task, config, shares, log_dir, print_fn,
+                    children: list) -> None:
+  """Starts one process per share, appending (j, process, log, offset)."""
+  for j, share in enumerate(shares):
+    log_path = os.path.join(log_dir, f'job{j}.log')
+    child_config = dataclasses.replace(config, jobs=1, job_runs=tuple(share),
+                                       progress=False)
+    config_path = os.path.join(log_dir, f'job{j}.json')
+    with open(config_path, 'w') as f:
+      json.dump(to_json(child_config), f)
+    names = ', '.join(f'{n} seed {s}' for n, s in share)
+    print_fn(f'[{task.name}] job {j}: {names} (log {log_path}).')
+    with open(log_path, 'a') as log:
+      log.write(f'--- {time.strftime("%Y-%m-%d %H:%M:%S")}: {names}\n')
+      log.flush()
+      offset = log.tell()
+      process = worker_reaper.start_worker(
+          [sys.executable, '-m', 'experiments.runner.jobs', config_path],
+          stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    children.append((j, process, log_path, offset))
 
 
 def to_json(config: config_lib.RunConfig) -> dict:

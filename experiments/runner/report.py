@@ -482,3 +482,28 @@ def _communication_gb(point: dict) -> Optional[float]:
 
 def _epsilon(point: dict) -> Optional[float]:
   return point.get('epsilon')
+
+
+def progress_bar(run_, progress):
+  """A run's tqdm bar (None with `progress=False`)."""
+  if not run_.config.progress:
+    return None
+  from tqdm import auto as tqdm  # pylint: disable=g-import-not-at-top
+  return tqdm.tqdm(desc=f'{run_.task.name}/{run_.name}', leave=True,
+                   initial=progress.completed, total=run_.config.rounds)
+
+
+def update_bar(bar, run_, progress, row):
+  """Advances a run's bar by a round, with its loss, metric and epsilon."""
+  if bar is None:
+    return
+  postfix = {}
+  if not math.isnan(row['train_loss']):
+    postfix['loss'] = f"{row['train_loss']:.4f}"
+  if progress.last_metric is not None:
+    postfix[run_.task.metric_label] = f'{progress.last_metric:.4f}'
+  if progress.epsilon is not None:
+    postfix['eps'] = f'{progress.epsilon:.3f}'
+  postfix['up_bits'] = row['upload_bits']
+  bar.set_postfix(postfix)
+  bar.update(1)

@@ -13,7 +13,6 @@ import asyncio
 import collections
 import contextlib
 import dataclasses
-import math
 import os
 import signal
 import time
@@ -99,46 +98,22 @@ def run(config: config_lib.RunConfig, print_fn=print,
   task, config, task_dir = setup(config, print_fn)
   if any(plans.get(a).needs_test_context for a in config.aggregators):
     execution.allow_oversize_protos()
-  pool = None
-  if config.workers:
-    pool = distributed.WorkerPool(config.workers)
-    pool.start()
-    print_fn(f'[{task.name}] running on {config.workers} TFF workers at '
-             f'loopback ports {pool.ports}.')
+  pool = _start_pool(task, config, print_fn)
   runs = {name: [seed for seed in config.seeds
                  if config.job_runs is None or (name, seed) in config.job_runs]
           for name in config.aggregators}
   planned = calibrate(task, config,
                       names=[name for name in config.aggregators if runs[name]])
-  context = {}
   if print_plan and 'dp_rec' in planned:
     with _timed('planner'):
       planning.print_plan(task, config, planned['dp_rec'], print_fn)
+  context = {}
   if config.job_runs is None:  # A job's parent writes the table.
     with _timed('reference rows'):
       context = _context(task, config)
-  results, curves = [], {}
   try:
-    for name, plan in planned.items():
-      finished = [
-          finished_run(task, dataclasses.replace(config, seed=seed), plan,
-                       task_dir, print_fn) if config.resume else None
-          for seed in runs[name]]
-      built = None
-      if not all(finished):
-        with _timed('calibrate and build'):
-          built = _build_aggregator(task, config, plan, pool, print_fn)
-      for seed, done in zip(runs[name], finished):
-        if done is not None:
-          record, curve = done['record'], done['curve']
-        else:
-          record, curve = _train_seed(
-              task, dataclasses.replace(config, seed=seed), built, task_dir,
-              print_fn)
-        results.append(record)
-        curves.setdefault(name, []).append(curve)
-        if config.job_runs is None:
-          report.write_summary(task_dir, results)
+    results, curves = _train_all(task, config, planned, runs, task_dir, pool,
+                                 print_fn)
   finally:
     worker_reaper.reap_context_workers()
     if pool is not None:
@@ -149,16 +124,7 @@ def run(config: config_lib.RunConfig, print_fn=print,
   if context_out is not None:
     context_out.update(context)
   if config.job_runs is None:
-    report.write_table(task_dir, results, context)
-    report.write_curves(task_dir, curves, results)
-    report.write_plots(task_dir, results, curves, context)
-    print_fn('')
-    print_fn(report.markdown_table(results, context))
-    print_fn(f'Data: {task.data_source}. {task.data_note}')
-    print_fn(f'Results in {task_dir} (summary.json, table.md, curves.csv, '
-             'plots; per-run metrics.csv and TensorBoard logs under '
-             f'{os.path.join(task_dir, "tensorboard")}); wall time '
-             f'{time.time() - start:.0f} s.')
+    _report(task, task_dir, results, curves, context, print_fn)
   print_fn('Time by phase (s): ' + ', '.join(
       f'{k} {v:.1f}' for k, v in sorted(_PHASES.items(),
                                           key=lambda kv: -kv[1])))
@@ -167,6 +133,57 @@ def run(config: config_lib.RunConfig, print_fn=print,
            f'{compile_cache.stats["misses"] - compiled["misses"]} compiled '
            f'(cache: {compile_cache.directory() or "off"}).')
   return results
+
+
+def _start_pool(task, config, print_fn):
+  """The TFF worker pool of `--workers`, started, or None."""
+  if not config.workers:
+    return None
+  pool = distributed.WorkerPool(config.workers)
+  pool.start()
+  print_fn(f'[{task.name}] running on {config.workers} TFF workers at '
+           f'loopback ports {pool.ports}.')
+  return pool
+
+
+def _train_all(task, config, planned, runs, task_dir, pool, print_fn):
+  """Trains (or reuses) every run; returns (records, {name: curves})."""
+  results, curves = [], {}
+  for name, plan in planned.items():
+    finished = [
+        finished_run(task, dataclasses.replace(config, seed=seed), plan,
+                     task_dir, print_fn) if config.resume else None
+        for seed in runs[name]]
+    built = None
+    if not all(finished):
+      with _timed('calibrate and build'):
+        built = _build_aggregator(task, config, plan, pool, print_fn)
+    for seed, done in zip(runs[name], finished):
+      if done is not None:
+        record, curve = done['record'], done['curve']
+      else:
+        record, curve = _train_seed(
+            task, dataclasses.replace(config, seed=seed), built, task_dir,
+            print_fn)
+      results.append(record)
+      curves.setdefault(name, []).append(curve)
+      if config.job_runs is None:
+        report.write_summary(task_dir, results)
+  return results, curves
+
+
+def _report(task, task_dir, results, curves, context, print_fn):
+  """Writes the table, curves and plots; prints the table."""
+  report.write_table(task_dir, results, context)
+  report.write_curves(task_dir, curves, results)
+  report.write_plots(task_dir, results, curves, context)
+  print_fn('')
+  print_fn(report.markdown_table(results, context))
+  print_fn(f'Data: {task.data_source}. {task.data_note}')
+  print_fn(f'Results in {task_dir} (summary.json, table.md, curves.csv, '
+           'plots; per-run metrics.csv and TensorBoard logs under '
+           f'{os.path.join(task_dir, "tensorboard")}); wall time '
+           f"{context['wall_seconds']:.0f} s.")
 
 
 def setup(config: config_lib.RunConfig, print_fn=print):
@@ -334,7 +351,7 @@ def _train_seed(task, config, built, task_dir, print_fn):
       tff.program.TensorBoardReleaseManager(
           summary_dir=os.path.join(task_dir, 'tensorboard', run_.name,
                                    f'seed{config.seed}'))])
-  bar = _progress_bar(run_, progress)
+  bar = report.progress_bar(run_, progress)
   for round_num in range(progress.completed + 1, config.rounds + 1):
     if not _within_budget(run_, progress, round_num):
       break
@@ -344,7 +361,7 @@ def _train_seed(task, config, built, task_dir, print_fn):
     with _timed('checkpoint'):
       run_.checkpointer.save(round_num, state, progress.to_driver())
     _maybe_kill(run_.name, round_num, 'saved')
-    _update_bar(bar, run_, progress, row)
+    report.update_bar(bar, run_, progress, row)
   if bar is not None:
     bar.close()
   if progress.stopped:
@@ -647,29 +664,6 @@ def _add_history_summary(run_, record, progress):
   run_.log(f'history downlink: {h.history_downlinks} histories, '
            f'{h.full_downlinks} full states ({h.full_bits} bits each); '
            f'replay of {len(h.tracked)} clients, {h.checks} checks: {exact}.')
-
-
-def _progress_bar(run_, progress):
-  if not run_.config.progress:
-    return None
-  from tqdm import auto as tqdm  # pylint: disable=g-import-not-at-top
-  return tqdm.tqdm(desc=f'{run_.task.name}/{run_.name}', leave=True,
-                   initial=progress.completed, total=run_.config.rounds)
-
-
-def _update_bar(bar, run_, progress, row):
-  if bar is None:
-    return
-  postfix = {}
-  if not math.isnan(row['train_loss']):
-    postfix['loss'] = f"{row['train_loss']:.4f}"
-  if progress.last_metric is not None:
-    postfix[run_.task.metric_label] = f'{progress.last_metric:.4f}'
-  if progress.epsilon is not None:
-    postfix['eps'] = f'{progress.epsilon:.3f}'
-  postfix['up_bits'] = row['upload_bits']
-  bar.set_postfix(postfix)
-  bar.update(1)
 
 
 def _maybe_kill(name: str, round_num: int, phase: str):
