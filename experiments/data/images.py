@@ -158,14 +158,28 @@ def paper_split(labels: np.ndarray, *, num_clients: int = PAPER_CLIENTS,
   for _ in range(200):  # Iterative proportional fitting (Sinkhorn).
     wanted *= totals / wanted.sum(axis=0)
     wanted *= (sizes / wanted.sum(axis=1))[:, None]
-  shares = [[] for _ in range(num_clients)]
+  return deal_by_class(labels, wanted, rng, round_cuts=True)
+
+
+def deal_by_class(labels, weights, rng, *, round_cuts: bool
+                  ) -> list[np.ndarray]:
+  """Deals each class's shuffled examples to clients by `weights`.
+
+  `weights[i, k]` is client i's share of class k (the k-th of the sorted
+  labels); the cuts are the cumulative shares times the class's count,
+  rounded (`round_cuts`) or truncated. A client left empty gets one
+  example of the largest client. Returns each client's sorted indices.
+  """
+  classes = np.unique(labels)
+  shares = [[] for _ in range(len(weights))]
   for k, c in enumerate(classes):
     idx = rng.permutation(np.flatnonzero(labels == c))
-    cuts = np.round(np.cumsum(wanted[:, k]) / wanted[:, k].sum() *
-                    len(idx)).astype(int)[:-1]
+    cumulative = np.cumsum(weights[:, k] / weights[:, k].sum()) * len(idx)
+    cuts = (np.round(cumulative) if round_cuts else cumulative).astype(
+        int)[:-1]
     for client, part in enumerate(np.split(idx, cuts)):
       shares[client].extend(part.tolist())
-  for client in range(num_clients):
+  for client in range(len(shares)):
     if not shares[client]:
       donor = int(np.argmax([len(s) for s in shares]))
       shares[client].append(shares[donor].pop())

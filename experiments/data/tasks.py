@@ -579,18 +579,7 @@ def dirichlet_split(labels: np.ndarray, num_clients: int, alpha: float,
   rng = np.random.default_rng(seed)
   classes = np.unique(labels)
   proportions = rng.dirichlet(np.full(len(classes), alpha), size=num_clients)
-  shares = [[] for _ in range(num_clients)]
-  for k, c in enumerate(classes):
-    idx = rng.permutation(np.flatnonzero(labels == c))
-    weights = proportions[:, k] / proportions[:, k].sum()
-    cuts = (np.cumsum(weights) * len(idx)).astype(int)[:-1]
-    for client, part in enumerate(np.split(idx, cuts)):
-      shares[client].extend(part.tolist())
-  for client in range(num_clients):
-    if not shares[client]:
-      donor = int(np.argmax([len(s) for s in shares]))
-      shares[client].append(shares[donor].pop())
-  return [np.array(sorted(s)) for s in shares]
+  return images.deal_by_class(labels, proportions, rng, round_cuts=False)
 
 
 def _dirichlet_image_task(x_train, y_train, x_test, y_test, num_clients,
