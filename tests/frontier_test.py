@@ -177,7 +177,7 @@ class ReportTest(tf.test.TestCase):
     table = frontier.markdown(rows, context, 'recall@5')
     self.assertIn('| dp_rec | 2560 | noise_stddev=0.1314 (tuned, edge: '
                   'noise_stddev (largest)) | c 1.500, sigma 0.1314, clip '
-                  '0.197 | 0.01318 | 36.00 ± 1.00 (2 seeds) |', table)
+                  '0.197 | 0.01318 (1.14x) | 36.00 ± 1.00 (2 seeds) |', table)
     self.assertIn('| ddgauss16 | 640 | every tuned setting diverged |',
                   table)
     self.assertIn('| frequent tags (5 most frequent) | | | | | 22.00 |',

@@ -287,8 +287,12 @@ def _parameter(params) -> str:
 def markdown(rows, context: dict, label: str) -> str:
   """The frontier table (one row per point, then the reference rows)."""
   lines = [f'| method | B | setting (validation) | c or z | relative noise '
-           f'| {label} (%) | upload GB | download GB | total GB | s/round |',
+           f'(x {REFERENCE[0]} at B={REFERENCE[1]}) | {label} (%) | upload '
+           'GB | download GB | total GB | s/round |',
            '|---|---|---|---|---|---|---|---|---|---|']
+  reference = [r for r in rows if 'mean' in r and
+               (r['aggregator'], r['clients_per_round']) == REFERENCE]
+  scale = reference[0]['relative_noise'] if reference else None
   for r in rows:
     if 'mean' not in r:
       lines.append(f"| {r['aggregator']} | {r['clients_per_round']} | "
@@ -300,7 +304,7 @@ def markdown(rows, context: dict, label: str) -> str:
       setting += ' (tuned' + (f", edge: {r['edge']})" if r['edge'] else ')')
     lines.append(
         f"| {r['aggregator']} | {r['clients_per_round']} | {setting} | "
-        f"{r['parameter']} | {r['relative_noise']:.4g} | "
+        f"{r['parameter']} | {_noise(r['relative_noise'], scale)} | "
         f"{100 * r['mean']:.2f}{se} ({r['seeds']} seeds) | "
         f"{r['upload_gb']:.3g} | {r['download_gb']:.3g} | "
         f"{r['total_gb']:.3g} | {r['seconds_per_round']:.2f} |")
@@ -309,6 +313,12 @@ def markdown(rows, context: dict, label: str) -> str:
     if context.get(key) is not None:
       lines.append(f'| {name} | | | | | {100 * context[key]:.2f} | | | | |')
   return '\n'.join(lines) + '\n'
+
+
+def _noise(value, scale) -> str:
+  if value is None:
+    return '-'
+  return f'{value:.4g}' + ('' if not scale else f' ({value / scale:.2f}x)')
 
 
 def write(output_dir: str, rows, context: dict, label: str) -> list[str]:
