@@ -330,7 +330,7 @@ def plot_curves(path, results) -> None:
       for name, (rounds, mean) in _mean_curves(curves_path).items():
         control = plans.control_of(name) is not None
         ax.plot(rounds, [100 * m for m in mean], ls='--' if control else '-',
-                lw=1 if control else 1.6,
+                lw=1 if control else 1.6, color=_COLORS[row.name],
                 label=row.label + (' (no noise)' if control else ''))
     ax.set_title(f'epsilon {eps:g} (FedAvg: no privacy)', fontsize=10)
     ax.set_xlabel('round')
@@ -342,6 +342,11 @@ def plot_curves(path, results) -> None:
   fig.tight_layout()
   fig.savefig(path, dpi=110)
   plt.close(fig)
+
+
+_COLORS = {'dp_fedavg': 'tab:orange', 'dp_rec': 'tab:blue',
+           'dp_rec_paper_c': 'tab:purple', 'ddgauss16': 'tab:green',
+           'fedavg': 'black'}
 
 
 def _mean_curves(path) -> dict:
