@@ -227,4 +227,18 @@ def render_markdown(config, cells, runs, seconds, ablations=None) -> str:
     else:
       lines += [f'## {part.capitalize()}', '',
                 f'Not run: `--part={part}` trains.', '']
-  return '\n'.join(lines)
+  return '\n'.join(lines + _real_data_markdown(config.output_dir))
+
+
+def _real_data_markdown(output_dir) -> list:
+  """The fashion_mnist part's table, where it has been written there."""
+  path = os.path.join(output_dir, 'fashion_mnist.md')
+  if not os.path.exists(path):
+    return []
+  with open(path) as f:
+    table = f.read()
+  return ['## Real data: Fashion-MNIST beside the paper\'s MNIST row', '',
+          "`--part=fashion_mnist`: real Fashion-MNIST under the paper's "
+          'MNIST protocol (experiments.studies.real_images). The paper\'s '
+          'numbers are on MNIST, an easier dataset of the same shapes: '
+          'compare the gaps, not the levels.', '', table]
