@@ -1,4 +1,4 @@
-"""`experiments.reproduce --part=fashion_mnist` (experiments.studies.real_images)."""
+"""`experiments.reproduce --part=fashion_mnist` (studies.real_images)."""
 
 import csv
 import os

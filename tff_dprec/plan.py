@@ -1,4 +1,4 @@
-"""Will DP-REC pay in a federation? Calibrations, noise and traffic, before training.
+"""Will DP-REC pay in a federation? Calibrations, noise, traffic, beforehand.
 
   python -m tff_dprec.plan --population=342477 --clients_per_round=40 \
       --rounds=50 --target_epsilon=1 --dimension=50050 [--json]
@@ -238,7 +238,7 @@ class Calibrations:
 
   @functools.lru_cache(maxsize=None)
   def dp_fedavg_noise(self, accountant: str) -> float:
-    """DP-FedAvg's smallest z under `accountant` ('pld' or 'rdp'), rounded up."""
+    """DP-FedAvg's smallest z under `accountant` ('pld', 'rdp'), rounded up."""
     fed = self.federation
     return accounting.round_up(accounting.calibrate_dp_fedavg_noise(
         target_epsilon=fed.target_epsilon, accounting=accountant,
@@ -523,9 +523,10 @@ def format_plan(p: Plan) -> list[str]:
 
 def _notes(p):
   fed, r, f, g = p.federation, p.dp_rec, p.dp_fedavg, p.ddgauss
-  notes = [f"DP-FedAvg under RDP (DDGauss's accountant): "
-           f"z={f.extra['rdp_parameter']:.6g}, relative noise "
-           f"{gaussian_relative_noise(f.extra['rdp_parameter'], fed.clients_per_round):.4g}."]
+  z_rdp = f.extra['rdp_parameter']
+  notes = [f"DP-FedAvg under RDP (DDGauss's accountant): z={z_rdp:.6g}, "
+           'relative noise '
+           f'{gaussian_relative_noise(z_rdp, fed.clients_per_round):.4g}.']
   if g.error:
     notes.append(f'DDGauss{DDGAUSS_BITS}: {g.error}')
   if r.parameter is None:

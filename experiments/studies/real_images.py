@@ -291,7 +291,8 @@ def markdown(table, chosen) -> str:
             '|---|---|---|---|']
   for g in gaps(table):
     se = '' if g['se'] is None else f" ± {100 * g['se']:.2f}"
-    paper_gap = '-' if g['paper_gap'] is None else f"{100 * g['paper_gap']:+.1f}"
+    paper_gap = ('-' if g['paper_gap'] is None else
+                 f"{100 * g['paper_gap']:+.1f}")
     lines.append(f"| DP-REC - {_LABELS[g['against']]} | {g['epsilon']:g} | "
                  f"{100 * g['gap']:+.2f}{se} | {paper_gap} |")
   lines += ['', 'Chosen on the validation split at epsilon 3: ' + '; '.join(

@@ -123,7 +123,10 @@ def main(argv=None):
   except ValueError as e:
     parser.error(str(e))
   start = time.time()
-  log = lambda text: print(text, flush=True)  # pylint: disable=unnecessary-lambda-assignment
+
+  def log(text):
+    print(text, flush=True)
+
   if config is not None:
     reproduce(config, log=log)
     print(f'Wrote {config.output_dir}/reproduce.json and REPRODUCTION.md in '

@@ -352,10 +352,11 @@ def run_images(aggregators=('fedavg', 'dp_rec'), rounds: int = 6,
         plan.private_setting)
     process = execution.build_process(task, plan, config.client_lr,
                                       server_optimizer)
+    compose = (
+        tff.simulation.compose_dataset_computation_with_learning_process)
     inputs = {
-        'reference': (tff.simulation.compose_dataset_computation_with_learning_process(
-            task.dataset_computation, process), lambda ids, _: [
-                str(i) for i in ids]),
+        'reference': (compose(task.dataset_computation, process),
+                      lambda ids, _: [str(i) for i in ids]),
         'fast': (task.learning_process(process), task.round_input)}
     for path, (composed, make_input) in inputs.items():
       row = time_rounds(composed, make_input, plan, path, sampled,
