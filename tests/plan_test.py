@@ -3,6 +3,7 @@
 from contextlib import redirect_stderr
 from contextlib import redirect_stdout
 import io
+import itertools
 import json
 import math
 
@@ -95,6 +96,44 @@ class BreakEvenTest(parameterized.TestCase):
     self.assertAlmostEqual(found[1], c_of(expected))
     self.assertLess(len(asked), 12)  # Not a scan.
 
+  def test_flat_noise_takes_few_calibrations(self):
+    # Where c^2 ~ log(1 + A / B) (weak amplification), 1 / (c sqrt(B))
+    # flattens and f moves slowly: the doubling jump keeps the search short.
+    population, target = 10**6, 0.0116
+
+    def c_of(b):
+      return math.sqrt(math.log1p(10000.0 / b))
+
+    asked = []
+
+    def clip_ratio_at(b, previous):
+      del previous
+      asked.append(b)
+      return c_of(b), 5
+
+    found = plan_lib.break_even(target, population, clip_ratio_at, 40)
+    self.assertEqual(found[0], self._brute_force(target, population, c_of))
+    self.assertLess(len(asked), 60)
+
+  def test_bits_that_drop_with_b_do_not_overshoot(self):
+    # Bits chosen from c drop as B grows, so c jumps up there (fewer bits
+    # allow a larger c): c is not monotone, the noise still falls.
+    population, target = 20000, 0.0116
+
+    def c_of(b):
+      bits = 5 if b < 2500 else 4
+      return (1.9 if bits == 4 else 1.7) - 0.05 * math.log10(b)
+
+    found = plan_lib.break_even(target, population,
+                                lambda b, _: (c_of(b), 5), 40)
+    self.assertEqual(found[0], self._brute_force(target, population, c_of))
+
+  def test_arguments_are_checked(self):
+    for args, message in (((0.0, 10, None, 5), 'target_noise'),
+                          ((0.1, 10, None, 11), 'exceeds population')):
+      with self.assertRaisesRegex(ValueError, message):
+        plan_lib.break_even(*args)
+
   def test_none_when_out_of_reach(self):
     self.assertIsNone(plan_lib.break_even(
         1e-4, 1000, lambda b, _: (1.5, 5), 10))
@@ -129,6 +168,23 @@ class DownloadTest(absltest.TestCase):
     self.assertLess(abs(formula - mean), 4.5 * se)
     self.assertGreater(formula, 64)
     self.assertLess(formula, full)
+
+  def test_equals_the_exact_expectation_over_every_draw(self):
+    # Every sequence of draws of a tiny federation, each run through
+    # HistoryServer itself: the mean is the exact expectation.
+    for n, b, t, full in ((3, 2, 3, 10**6), (3, 2, 3, 300), (2, 3, 3, 250),
+                          (4, 1, 4, 200)):
+      total, count = 0.0, 0
+      for flat in itertools.product(range(n), repeat=b * t):
+        draws = np.array(flat).reshape(t, b)
+        traffic = communication.history_server_traffic(
+            draws, message_bits=69, full_bits=full)
+        total += traffic.download_bits / draws.size
+        count += 1
+      self.assertAlmostEqual(
+          plan_lib.expected_history_download_bits(
+              population=n, clients_per_round=b, rounds=t, message_bits=69,
+              full_bits=full), total / count, places=6, msg=(n, b, t, full))
 
   def test_limits(self):
     # Everyone new every round with a huge population: histories of all
@@ -265,7 +321,8 @@ class CliTest(parameterized.TestCase):
       ('--target_epsilon=0', 'target_epsilon must be positive'),
       ('--delta=2', 'delta must be in (0, 1), found 2.0'),
       ('--num_groups=0', 'num_groups must be positive, found 0'),
-      ('--bits=0', 'bits must be in [1, 30], found 0'))
+      ('--bits=0', 'bits must be in [1, 24], found 0'),
+      ('--bits=25', 'bits must be in [1, 24], found 25'))
   def test_bad_input_exits_2_naming_it(self, flag, message):
     argv = [f'--{k}={v}' for k, v in _SMALL.items()] + [flag]
     err = io.StringIO()

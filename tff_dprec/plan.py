@@ -71,14 +71,16 @@ def auto_bits(calibrate_c: Callable[[int], float],
 
   `calibrate_c(bits)` is DP-REC's clip ratio at `bits` (calibrated, which
   falls as bits grow under the proven accountings, or fixed); a bit width it
-  refuses (raises ValueError: a target out of reach) is skipped. `met` is
-  False when the cap `MAX_AUTO_BITS` is reached without the margin.
+  refuses (raises ValueError: a target out of reach) is skipped. When no
+  width up to the cap `MAX_AUTO_BITS` meets the margin, the largest width
+  that calibrated is returned with `met` False.
 
-  Without `start` the bit widths are scanned upwards from the smallest.
-  With `start` (a guess, for example from a nearby calibration) the search
-  walks down from it while the margin holds, or up until it holds: the same
-  answer when the margin is monotone in bits (it is when c does not grow
-  with bits), in fewer calibrations.
+  Without `start` the widths are scanned upwards from the smallest. With
+  `start` (a guess, for example from a nearby calibration) the search walks
+  down from it while the margin holds, or up until it holds: the scan's
+  answer whenever the margin is monotone in bits (it is when c does not
+  grow with bits), in fewer calibrations; where the walk cannot conclude (a
+  refused start, nothing met above it) it falls back to the scan.
 
   Raises:
     The last refusal of `calibrate_c` when every bit width up to the cap is
@@ -87,30 +89,50 @@ def auto_bits(calibrate_c: Callable[[int], float],
   lowest = max(1, math.ceil(REC_MARGIN_NATS / math.log(2)))
   seen = {}
 
-  def margin_met(bits):
+  def outcome(bits):  # None (refused) or (c, margin met).
     if bits not in seen:
       try:
-        seen[bits] = calibrate_c(bits)
+        c = calibrate_c(bits)
+        seen[bits] = (c, bits * math.log(2) >= c * c / 2 + REC_MARGIN_NATS)
       except ValueError as e:  # TargetUnreachable, OverheadExceedsDelta.
         seen[bits] = e
-    c = seen[bits]
-    if isinstance(c, ValueError):
-      return None
-    return bits * math.log(2) >= c * c / 2 + REC_MARGIN_NATS
+    return None if isinstance(seen[bits], ValueError) else seen[bits]
 
-  bits = lowest if start is None else min(max(int(start), lowest),
-                                          MAX_AUTO_BITS)
-  if start is not None and margin_met(bits):
-    while bits > lowest and margin_met(bits - 1):
-      bits -= 1
-    return bits, seen[bits], True
-  for bits in range(bits, MAX_AUTO_BITS + 1):
-    if margin_met(bits):
-      return bits, seen[bits], True
-  c = seen[MAX_AUTO_BITS]
-  if isinstance(c, ValueError):
-    raise c
-  return MAX_AUTO_BITS, c, False
+  if start is not None:
+    found = _walk(outcome, min(max(int(start), lowest), MAX_AUTO_BITS),
+                  lowest)
+    if found is not None:
+      return found[0], outcome(found[0])[0], True
+  for bits in range(lowest, MAX_AUTO_BITS + 1):
+    result = outcome(bits)
+    if result is not None and result[1]:
+      return bits, result[0], True
+  calibrated = [b for b in seen if outcome(b) is not None]
+  if not calibrated:
+    raise seen[MAX_AUTO_BITS]
+  return max(calibrated), outcome(max(calibrated))[0], False
+
+
+def _walk(outcome, start, lowest):
+  """auto_bits' walk from `start`: (bits,) or None where it cannot tell."""
+  here = outcome(start)
+  if here is not None and here[1]:
+    best = start
+    for bits in range(start - 1, lowest - 1, -1):
+      below = outcome(bits)
+      if below is None:
+        continue  # Refused: the ones below may still meet the margin.
+      if not below[1]:
+        break
+      best = bits
+    return (best,)
+  if here is None:
+    return None
+  for bits in range(start + 1, MAX_AUTO_BITS + 1):
+    above = outcome(bits)
+    if above is not None and above[1]:
+      return (bits,)
+  return None
 
 
 def bits_for_clip_ratio(clip_ratio: float) -> int:
@@ -277,7 +299,7 @@ class MechanismPlan:
   accountant: str
   relative_noise: Optional[float]
   upload_bits: int
-  download_bits: float
+  download_bits: Optional[float]
   extra: dict = attrs.field(factory=dict)
   error: Optional[str] = None
 
@@ -342,11 +364,12 @@ def plan(*, population: int, clients_per_round: int, rounds: int,
                    target_epsilon=target_epsilon, dimension=dimension,
                    delta=delta)
   if bits is not None:
-    validation.check_int_in_range(bits, 'bits', 1, 30)
+    validation.check_int_in_range(bits, 'bits', 1, sizes.MAX_BITS)
   validation.check_positive_int(num_groups, 'num_groups')
   validation.check_choice(server_optimizer, 'server_optimizer',
                           tuple(OPTIMIZER_SLOTS))
   validation.check_positive_number(ddgauss_l2_clip, 'ddgauss_l2_clip')
+  validation.check_bool(with_break_even, 'with_break_even')
   if full_bits is None:
     full_bits = sizes.FLOAT_BITS * fed.dimension * (
         1 + OPTIMIZER_SLOTS[server_optimizer])
@@ -407,12 +430,13 @@ def _dp_rec_plan(fed, cal, bits, num_groups, full_bits, fedavg,
   except ValueError as e:
     return MechanismPlan(
         'dp_rec', 'clip_ratio', None, accounting.PLD, None,
-        sizes.SEED_BITS + num_groups * (bits or MAX_AUTO_BITS), 0.0,
+        sizes.SEED_BITS + num_groups * (bits or MAX_AUTO_BITS), None,
         extra=dict(num_groups=num_groups), error=str(e))
   message_bits = sizes.SEED_BITS + num_groups * chosen
   extra = dict(
       bits=chosen, num_groups=num_groups, bits_from_c=bits is None,
       bits_margin_met=met, full_bits=full_bits,
+      outside_idealisation=c >= sizes.IDEALISED_CLIP_RATIO_LIMIT,
       local_epsilon=accounting.dp_rec_local_epsilon(
           clip_ratio=c, delta=fed.delta, bits=chosen, num_groups=num_groups))
   if with_break_even:
@@ -432,37 +456,70 @@ def break_even(target_noise: float, population: int,
   """The smallest B' <= N with 1 / (c(B') sqrt(B')) <= target_noise.
 
   `clip_ratio_at(B', previous_c)` returns `(c, bits)` at B' (raising
-  ValueError where the target is out of reach). The condition reads
-  B' >= 1 / (target c(B'))^2 =: f(B'). Since c(B') does not grow with B'
-  (more sampling, less amplification), f is nondecreasing, and the
-  iteration B' <- max(B' + 1, f(B')) from a start at or below the answer
-  never passes it: each c(B') is computed once, about 5 times in all. The
-  start is f(B) when B misses the target, else f(1) (c(1) is the largest
-  c). With bits chosen from c at each B' the monotonicity is an assumption
-  that the tests check locally (B' - 1 misses).
+  ValueError where the target is out of reach, which counts as a miss).
+  Assumption (stated, and checked where the answer is found): the relative
+  noise 1 / (c(B') sqrt(B')) does not grow with B', i.e. c falls more
+  slowly than 1 / sqrt(B'). It holds where sampling amplifies (there c
+  falls about as B'^(-1/4)); a drop of the bits chosen from c only lowers
+  the noise.
+
+  The search brackets the answer between a miss and a hit, then narrows
+  it: steps from a miss go to max(f(B'), B' + jump), with f(B') =
+  1 / (target c(B'))^2 (where c no longer falls, f is the answer) and a
+  jump that doubles with every step on which f moves less than it (so
+  about log2 N misses at most, however slowly f moves); a hit at h is the
+  answer when h - 1 misses, else the bracket is bisected.
 
   Returns:
-    `(B', c, bits)`, or None when no B' <= N (or within 200 steps) reaches
-    the target.
+    `(B', c, bits)`, or None when N itself misses the target.
   """
-  def needed(c):
-    return max(1, math.ceil(1.0 / (target_noise * c)**2 - 1e-9))
+  validation.check_positive_number(target_noise, 'target_noise')
+  validation.check_positive_int(population, 'population')
+  validation.check_positive_int(clients_per_round, 'clients_per_round')
+  if clients_per_round > population:
+    raise ValueError(f'clients_per_round={clients_per_round!r} exceeds '
+                     f'population={population!r}.')
+  known = {}
 
-  c, _ = clip_ratio_at(clients_per_round, None)
-  if dp_rec_relative_noise(c, clients_per_round) <= target_noise:
-    c, _ = clip_ratio_at(1, c)
-  trial = needed(c)
-  for _ in range(_MAX_BREAK_EVEN_STEPS):
-    if trial > population:
+  def at(b, previous=None):  # (meets, c, bits); c None where out of reach.
+    if b not in known:
+      try:
+        c, bits = clip_ratio_at(b, previous)
+        known[b] = (dp_rec_relative_noise(c, b) <= target_noise, c, bits)
+      except ValueError:
+        known[b] = (False, None, None)
+    return known[b]
+
+  if at(clients_per_round)[0]:
+    miss, hit = 0, clients_per_round  # 0: a sentinel miss.
+  else:
+    miss, hit = _bracket(at, target_noise, population, clients_per_round)
+    if hit is None:
       return None
-    try:
-      c, bits = clip_ratio_at(trial, c)
-    except ValueError:  # Out of reach here, so at every larger B' too.
-      return None
-    if dp_rec_relative_noise(c, trial) <= target_noise:
-      return trial, c, bits
-    trial = max(trial + 1, needed(c))
-  return None
+  while hit - miss > 1 and at(hit - 1, at(hit)[1])[0]:
+    hit -= 1  # The hit is not the smallest: bisect what is left.
+    middle = (miss + hit) // 2
+    if middle > miss and at(middle, at(hit)[1])[0]:
+      hit = middle
+    elif middle > miss:
+      miss = middle
+  return (hit,) + at(hit)[1:]
+
+
+def _bracket(at, target_noise, population, miss):
+  """(last miss, first hit) above a miss, or (N, None) when N misses."""
+  jump = 1
+  while miss < population:
+    c = at(miss)[1]
+    needed = (math.ceil(1.0 / (target_noise * c)**2 - 1e-9)
+              if c is not None else miss + jump)
+    trial = min(max(needed, miss + jump), population)
+    if at(trial, c)[0]:
+      return miss, trial
+    # f moving slower than the jump: double it; f moving fast: follow f.
+    jump = 2 * jump if needed - miss <= jump else 1
+    miss = trial
+  return population, None
 
 
 def _break_even_fields(fed, cal, bits, num_groups, full_bits, fedavg, known):
@@ -472,8 +529,7 @@ def _break_even_fields(fed, cal, bits, num_groups, full_bits, fedavg, known):
   def clip_ratio_at(clients, previous_c):
     if clients not in found:
       start = None if previous_c is None else bits_for_clip_ratio(previous_c)
-      chosen, c, _ = _dp_rec_at(cal, clients, bits, num_groups, start)
-      found[clients] = (c, chosen)
+      found[clients] = _dp_rec_at(cal, clients, bits, num_groups, start)[1::-1]
     return found[clients]
 
   result = break_even(fedavg.relative_noise, fed.population, clip_ratio_at,
@@ -487,6 +543,10 @@ def _break_even_fields(fed, cal, bits, num_groups, full_bits, fedavg, known):
       rounds=fed.rounds, message_bits=message_bits, full_bits=full_bits)
   return dict(break_even_clients_per_round=clients,
               break_even_clip_ratio=c, break_even_bits=chosen,
+              break_even_bits_margin_met=None if bits is not None else (
+                  chosen * math.log(2) >= c * c / 2 + REC_MARGIN_NATS),
+              break_even_outside_idealisation=(
+                  c >= sizes.IDEALISED_CLIP_RATIO_LIMIT),
               break_even_relative_noise=dp_rec_relative_noise(c, clients),
               break_even_upload_bits_per_round=clients * message_bits,
               break_even_download_bits_per_round=clients * download)
@@ -509,14 +569,20 @@ def format_plan(p: Plan) -> list[str]:
       '|---|---|---|---|---|---|---|']
   for m in (p.dp_rec, p.dp_fedavg, p.ddgauss):
     symbol = 'c' if m.parameter_name == 'clip_ratio' else 'z'
+    download = ('-' if m.download_bits is None else
+                f'{m.download_bits:,.0f}')
     if m.parameter is None:
       lines.append(f'| {_LABELS[m.name]} | {m.accountant} | out of reach | - '
-                   f'| - | {m.upload_bits:,} | {m.download_bits:,.0f} |')
+                   f'| - | {m.upload_bits:,} | {download} |')
       continue
+    # c rounded down and DP-FedAvg's z rounded up by the calibrations print
+    # exactly at 6 digits; DDGauss's z (not monotone) with all its digits.
+    value = (f'{m.parameter:.6g}' if m.name != 'ddgauss' else
+             repr(m.parameter))
     lines.append(
-        f'| {_LABELS[m.name]} | {m.accountant} | {symbol}={m.parameter:.6g} '
+        f'| {_LABELS[m.name]} | {m.accountant} | {symbol}={value} '
         f'| {m.relative_noise:.4g} | {m.relative_noise / reference:.3g}x | '
-        f'{m.upload_bits:,} | {m.download_bits:,.0f} |')
+        f'{m.upload_bits:,} | {download} |')
   lines.extend(_notes(p))
   return lines
 
@@ -536,9 +602,11 @@ def _notes(p):
   notes.append(
       f"DP-REC: {x['bits']} bits ({source}) x {x['num_groups']} group(s), "
       f"a {r.upload_bits}-bit message; local epsilon per participation "
-      f"{x['local_epsilon']:.4g} (what the server learns from one message); "
-      f"download: the history or the full state ({x['full_bits']:,} bits), "
-      'whichever is smaller, in expectation.')
+      f"{accounting.round_up(x['local_epsilon'], 4):.4g} (what the server "
+      'learns from one message, rounded up); download: the history or the '
+      f"full state ({x['full_bits']:,} bits), whichever is smaller, in "
+      'expectation.')
+  notes += _warnings(x)
   if 'break_even_clients_per_round' not in x:
     return notes
   clients = x['break_even_clients_per_round']
@@ -548,6 +616,7 @@ def _notes(p):
         f"round: its relative noise stays above DP-FedAvg's at "
         f"B={fed.clients_per_round:,}."]
   fedavg_round = fed.clients_per_round * f.upload_bits
+  notes += _warnings(x, 'break_even_')
   notes.append(
       f"DP-REC break-even: B'={clients:,} clients per round (c="
       f"{x['break_even_clip_ratio']:.6g}, {x['break_even_bits']} bits) "
@@ -558,6 +627,21 @@ def _notes(p):
       f"{x['break_even_download_bits_per_round'] / 8e6:.4g} MB (DP-FedAvg: "
       f"{fed.clients_per_round * f.download_bits / 8e6:.4g} MB).")
   return notes
+
+
+def _warnings(x, prefix=''):
+  """Warnings for a DP-REC setting: outside the idealisation, margin unmet."""
+  out = []
+  where = 'at the break-even' if prefix else 'at B'
+  if x.get(prefix + 'outside_idealisation'):
+    out.append(f'WARNING: DP-REC {where}: c >= '
+               f'{sizes.IDEALISED_CLIP_RATIO_LIMIT:g} is outside the '
+               'idealisation the privacy proof relies on (docs/PRIVACY.md, '
+               'section 7): do not trust its epsilon.')
+  if x.get(prefix + 'bits_margin_met') is False:
+    out.append(f'WARNING: DP-REC {where}: {MAX_AUTO_BITS} bits (the cap) '
+               'do not meet the coding margin at this c; more groups would.')
+  return out
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:

@@ -38,12 +38,13 @@ from typing import Optional, Sequence, Union
 import numpy as np
 import tensorflow as tf
 
+from tff_dprec import sizes as wire_sizes
 from tff_dprec import validation
 
 CODEC_VERSION = 1
 # The largest supported bit-width per group. 2**24 candidates already take
 # minutes to encode for d ~ 1e6; larger K also overflows int32 indices soon.
-MAX_BITS = 24
+MAX_BITS = wire_sizes.MAX_BITS
 # Default number of candidate elements (K x d) generated at once by `encode`:
 # 2**22 float32 values (16 MiB) per block.
 DEFAULT_CHUNK_ELEMENTS = 2**22
@@ -51,13 +52,8 @@ DEFAULT_CHUNK_ELEMENTS = 2**22
 _PHILOX_OUTPUTS_PER_COUNTER = 4
 _PHILOX_ALG_ID = 1  # `tf.random.Algorithm.PHILOX.value`.
 # Clip ratios at or above this are outside the privacy idealisation of the
-# implemented selection: the float64 Gumbel noise is bounded (a range of
-# 42.61), so a candidate whose log-weight gap to the best exceeds it is never
-# selected; between two candidates the gap is N(0, 2 c^2), and at c = 4 a
-# group of 128 candidates meets a gap > 42.61 with probability about 4e-10
-# (docs/PRIVACY.md, section 7). Experiments warn, and the epsilon sweep does
-# not run such points.
-IDEALISED_CLIP_RATIO_LIMIT = 4.0
+# implemented selection (`sizes.IDEALISED_CLIP_RATIO_LIMIT`).
+IDEALISED_CLIP_RATIO_LIMIT = wire_sizes.IDEALISED_CLIP_RATIO_LIMIT
 
 GROUPING_TENSOR = 'tensor'
 GROUPING_NETWORK = 'network'

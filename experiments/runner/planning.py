@@ -2,8 +2,11 @@
 
 The main job prints them before it trains, so every run says how far DP-REC
 is from DP-FedAvg's noise there and at which clients per round it would
-match it. Calibrations go through the run's on-disk cache
-(`calibration_cache`), under the keys the plans use.
+match it. The planner calibrates each mechanism with its default accountant
+(PLD for DP-REC and DP-FedAvg, RDP for DDGauss) and DP-REC's bits from c,
+whatever `--accounting`, `--clip_ratio` or `--bits` the run itself uses: it
+answers "what would the defaults give here". Calibrations go through the
+run's on-disk cache (`calibration_cache`), under the keys the plans use.
 """
 
 import tensorflow as tf
@@ -82,9 +85,17 @@ def plan_for_run(task, config, dp_rec_plan) -> plan_lib.Plan:
       ddgauss_l2_clip=config.l2_clip, calibrations=CachedCalibrations)
 
 
-def print_plan(task, config, dp_rec_plan, print_fn) -> plan_lib.Plan:
-  """Prints the planner's lines, each prefixed with the task's name."""
-  result = plan_for_run(task, config, dp_rec_plan)
+def print_plan(task, config, dp_rec_plan, print_fn):
+  """Prints the planner's lines, each prefixed with the task's name.
+
+  A planner that fails (a target out of its accountants' reach) prints why
+  and returns None: the run itself goes on.
+  """
+  try:
+    result = plan_for_run(task, config, dp_rec_plan)
+  except ValueError as e:
+    print_fn(f'[{task.name}] The planner could not plan this setting: {e}')
+    return None
   print_fn(f'[{task.name}] The planner (python -m tff_dprec.plan) at this '
            'setting, before training:')
   for line in plan_lib.format_plan(result):
