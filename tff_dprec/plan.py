@@ -28,9 +28,7 @@ reports for each:
   participation (what the server itself learns from one message);
 * DP-REC's break-even clients per round: the smallest B' <= N at which its
   relative noise, calibrated at B' to the same (epsilon, delta) over the
-  same T, is at most DP-FedAvg's at B (`break_even`).
-
-No printing here except in `main`, the command line.
+  same T, is at most DP-FedAvg's at B (`break_even`). Only `main` prints.
 """
 
 import argparse
@@ -136,8 +134,7 @@ def _walk(outcome, start, lowest):
 
 
 def bits_for_clip_ratio(clip_ratio: float) -> int:
-  """The smallest bits meeting the margin at a fixed c (a start for
-  `auto_bits`; may exceed `MAX_AUTO_BITS`)."""
+  """The smallest bits meeting the margin at a fixed c (`auto_bits`' start)."""
   return math.ceil((clip_ratio**2 / 2 + REC_MARGIN_NATS) / math.log(2))
 
 
@@ -148,8 +145,7 @@ def dp_rec_relative_noise(clip_ratio: float, clients_per_round: int) -> float:
 
 def gaussian_relative_noise(noise_multiplier: float,
                             clients_per_round: int) -> float:
-  """z / B: DP-FedAvg's and DDGauss's noise per coordinate of the mean,
-  over the clip."""
+  """z / B: DP-FedAvg's and DDGauss's noise on the mean over the clip."""
   return noise_multiplier / clients_per_round
 
 
