@@ -525,7 +525,8 @@ def _break_even_fields(fed, cal, bits, num_groups, full_bits, fedavg, known):
   def clip_ratio_at(clients, previous_c):
     if clients not in found:
       start = None if previous_c is None else bits_for_clip_ratio(previous_c)
-      found[clients] = _dp_rec_at(cal, clients, bits, num_groups, start)[1::-1]
+      chosen, c, _ = _dp_rec_at(cal, clients, bits, num_groups, start)
+      found[clients] = (c, chosen)
     return found[clients]
 
   result = break_even(fedavg.relative_noise, fed.population, clip_ratio_at,
