@@ -40,18 +40,23 @@ class CachedCalibrations(plan_lib.Calibrations):
         'dp_fedavg_noise_multiplier', accounting.calibrate_dp_fedavg_noise,
         lambda z: accounting.dp_fedavg_epsilon(
             noise_multiplier=z, rounds=fed.rounds, accounting=accountant,
-            **fed.common()),
+            **_common(fed)),
         fed.target_epsilon, rounds=fed.rounds, accounting=accountant,
-        **fed.common()))
+        **_common(fed)))
 
   def ddgauss_noise(self, l2_clip, bits):
     fed = self.federation
     settings = dict(l2_clip=l2_clip, bits=bits, rounds=fed.rounds,
-                    dimension=fed.dimension, **fed.common())
+                    dimension=fed.dimension, **_common(fed))
     return calibration_cache.calibrate(
         'ddgauss_noise_multiplier', accounting.calibrate_ddgauss_noise,
         lambda z: accounting.ddgauss_epsilon(noise_multiplier=z, **settings),
         fed.target_epsilon, **settings)
+
+
+def _common(fed):
+  return dict(population=fed.population,
+              clients_per_round=fed.clients_per_round, delta=fed.delta)
 
 
 def full_state_bits(task, config, server_lr, dimension) -> int:
