@@ -76,6 +76,26 @@ class ParseTest(tf.test.TestCase):
                      ['l2_clip (smallest)', 'server_lr (smallest)'])
     self.assertEqual(frontier.edges({'l2_clip': 0.5}, [{'l2_clip': 0.5}]), [])
 
+  def test_beyond_edge(self):
+    grid = [{'noise_stddev': v} for v in (0.0122, 0.0305, 0.0609)]
+    # Smallest chosen: 0.0122^2 / 0.0305 = 0.00488; largest: 0.0609^2/0.0305.
+    self.assertEqual(frontier.beyond_edge(grid[0], grid),
+                     {'noise_stddev': 0.00488})
+    self.assertEqual(frontier.beyond_edge(grid[2], grid),
+                     {'noise_stddev': 0.1216})
+    self.assertIsNone(frontier.beyond_edge(grid[1], grid))
+    # Fixed fields ride along; only the varied one steps.
+    grid = [{'l2_clip': v, 'server_lr': 10.0} for v in (0.2, 0.5, 1)]
+    self.assertEqual(frontier.beyond_edge(grid[2], grid),
+                     {'l2_clip': 2.0, 'server_lr': 10.0})
+    for chosen, settings in (
+        ({'l2_clip': 0.5}, [{'l2_clip': 0.5}]),  # One value.
+        ({'l2_clip': 0.2, 'server_lr': 3.0},  # Two varied fields.
+         [{'l2_clip': a, 'server_lr': b} for a in (0.2, 1) for b in (3., 9.)]),
+        ({'grouping': 'a'}, [{'grouping': 'a'}, {'grouping': 'b'}]),
+        ({'l2_clip': 0.0}, [{'l2_clip': 0.0}, {'l2_clip': 1.0}])):
+      self.assertIsNone(frontier.beyond_edge(chosen, settings), chosen)
+
 
 class RunFrontierTest(tf.test.TestCase):
 
@@ -147,6 +167,66 @@ class RunFrontierTest(tf.test.TestCase):
                                         'recall@5'))
     self.assertIn('[x] WARNING: shown', printed)
     self.assertNotIn('[x] chatter: hidden', printed)
+
+
+  def _extend(self, validation, extensions):
+    """Tunes DP-REC at B = 80 (c = 2) from clip 0.1, 0.2 with fakes."""
+    task = types.SimpleNamespace(defaults=types.SimpleNamespace(
+        rounds=5, clients_per_round=2, bits=None, grouping='network',
+        noise_stddev=0.006, l2_clip=0.2, eval_every=10, client_lr=0.1),
+                                 population=1000)
+    tuned = []
+
+    def run(config, print_fn=print, context_out=None):
+      del print_fn, context_out
+      if config.eval_split == 'validation':
+        tuned.append(config.noise_stddev)
+      metric = (validation[config.noise_stddev]
+                if config.eval_split == 'validation' else 0.5)
+      return [_record('dp_rec', metric, 1e-6, 1e-3, 80, seed=s,
+                      clip_ratio=2.0, noise_stddev=0.1, l2_clip=0.2)
+              for s in config.seeds]
+
+    plan_for = lambda *a: types.SimpleNamespace(params=dict(clip_ratio=2.0))
+    base = config_lib.RunConfig(
+        task='stackoverflow_lr', aggregators=('dp_rec',), num_seeds=1,
+        output_dir=self.create_tempdir().full_path, progress=False)
+    points = frontier.parse_points('dp_rec: 80')
+    printed = []
+    with mock.patch.object(training, 'run', run), \
+        mock.patch.object(training, 'plan_for', plan_for), \
+        mock.patch.object(tasks_lib, 'create_task', lambda *a, **k: task):
+      done, _, _ = frontier.run_frontier(
+          base, points, frontier.parse_grids('dp_rec@80: clip=0.1,0.2',
+                                             points),
+          tune_seeds=1, print_fn=printed.append, extensions=extensions)
+    return tuned, done[0][3], printed
+
+  def test_extends_a_grid_past_its_edge(self):
+    # Sigmas 0.05, 0.1 (clip / c); the best climbs to 0.2, then 0.4 falls.
+    validation = {0.05: 0.1, 0.1: 0.2, 0.2: 0.3, 0.4: 0.25}
+    tuned, info, printed = self._extend(validation, extensions=2)
+    self.assertEqual(tuned, [0.05, 0.1, 0.2, 0.4])
+    self.assertEqual((info['setting'], info['edges'], info['extended']),
+                     ('noise_stddev=0.2', [],
+                      ['noise_stddev=0.2', 'noise_stddev=0.4']))
+    self.assertIn('[frontier] dp_rec B=80: best at the edge '
+                  '(noise_stddev=0.1); trying noise_stddev=0.2', printed)
+    # One extension only: the best stays at the (new) edge, and says so.
+    tuned, info, _ = self._extend(validation, extensions=1)
+    self.assertEqual(tuned, [0.05, 0.1, 0.2])
+    self.assertEqual((info['setting'], info['edges']),
+                     ('noise_stddev=0.2', ['noise_stddev (largest)']))
+    row = frontier.summarize([('dp_rec', 80, [_record(
+        'dp_rec', 0.5, 1e-6, 1e-3, 80, clip_ratio=2.0, noise_stddev=0.2,
+        l2_clip=0.4)], info)])
+    self.assertIn('(tuned, extended to noise_stddev=0.2, edge: noise_stddev '
+                  '(largest))', frontier.markdown(row, {}, 'recall@5'))
+    # Best at the smallest edge: one step down, then inside.
+    tuned, info, _ = self._extend({0.025: 0.1, 0.05: 0.3, 0.1: 0.2},
+                                  extensions=2)
+    self.assertEqual((tuned, info['extended'], info['edges']),
+                     ([0.05, 0.1, 0.025], ['noise_stddev=0.025'], []))
 
 
 class ReportTest(tf.test.TestCase):

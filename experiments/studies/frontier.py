@@ -17,7 +17,9 @@ DP-REC's grid may be in `clip=` values, its clip c sigma, turned into
 the clip is what matters once B is large, since the noise over the clip is
 fixed by c and B). Tuning runs train `--tune_seeds` seeds from
 `epsilon_sweep.TUNE_SEED_OFFSET` on, scored on the validation split, in
-`<output_dir>/tune/B<B>/<method>/`; the best mean wins. A point without a
+`<output_dir>/tune/B<B>/<method>/`; the best mean wins. When it is the
+grid's smallest or largest value, the grid grows one geometric step past
+that edge and the new setting is tried, up to `--extend_edges` times. A point without a
 grid uses the task's defaults (tuned at B = 40 on validation,
 docs/EXPERIMENTS.md), which for DP-FedAvg at B > 40 is the rule the
 default grid checks at B = 2560.
@@ -59,8 +61,8 @@ DEFAULT_POINTS = ('dp_rec: 40,160,640,2560; dp_fedavg: 40,160,640,2560; '
                   'ddgauss16: 40,160,640')
 # DP-REC's clip at each B > 40 (at B = 40 its default, sigma 0.006, is
 # tuned); DP-FedAvg's B = 40 clip and rate (0.2, 10) checked at B = 2560.
-DEFAULT_GRIDS = ('dp_rec@160: clip=0.02,0.05,0.1; '
-                 'dp_rec@640: clip=0.05,0.1,0.2; '
+DEFAULT_GRIDS = ('dp_rec@160: clip=0.01,0.02,0.05; '
+                 'dp_rec@640: clip=0.025,0.05,0.1; '
                  'dp_rec@2560: clip=0.1,0.2,0.4; '
                  'dp_fedavg@2560: l2_clip=0.2,0.5,1')
 DP_REC_CLIP = 'clip'
@@ -179,6 +181,36 @@ def edges(chosen: dict, settings) -> list[str]:
   return out
 
 
+def beyond_edge(chosen: dict, settings):
+  """One geometric step past the edge the chosen setting sits on, or None.
+
+  Only for a grid that varies one field over positive numbers: with the
+  values sorted, a chosen smallest v0 gives v0^2 / v1 and a chosen largest
+  v gives v^2 / (the one before), to 4 significant digits. None when the
+  setting is inside the grid, the grid varies several fields or has one
+  value, or the step lands on a value already tried.
+  """
+  varied = [f for f in chosen
+            if len({s.get(f) for s in settings}) > 1]
+  if len(varied) != 1:
+    return None
+  field = varied[0]
+  values = sorted({s[field] for s in settings})
+  if any(isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0
+         for v in values):
+    return None
+  if chosen[field] == values[0]:
+    step = values[0] ** 2 / values[1]
+  elif chosen[field] == values[-1]:
+    step = values[-1] ** 2 / values[-2]
+  else:
+    return None
+  step = float(f'{step:.4g}')
+  if step <= 0 or step in values:
+    return None
+  return {**chosen, field: step}
+
+
 def point_settings(task, base, name, clients, grid) -> list:
   """The grid's settings as RunConfig fields (DP-REC's clips as sigmas)."""
   from experiments.runner import training  # pylint: disable=g-import-not-at-top
@@ -210,23 +242,48 @@ def tune_point(base, name, clients, settings, tune_seeds, print_fn):
   return epsilon_sweep.choose(results, settings), results
 
 
-def run_point(task, base, name, clients, grid, tune_seeds, print_fn):
+def tune_with_extensions(task, base, name, clients, grid, tune_seeds,
+                         extensions, print_fn):
+  """Tunes a point, extending its grid past an edge up to `extensions` times.
+
+  Returns (setting, info); setting is None when every setting diverged.
+  """
+  settings = point_settings(task, base, name, clients, grid)
+  setting, results = tune_point(base, name, clients, settings, tune_seeds,
+                                print_fn)
+  added = []
+  while setting and len(added) < extensions:
+    step = beyond_edge(setting, settings)
+    if step is None:
+      break
+    print_fn(f'[frontier] {name} B={clients}: best at the edge '
+             f'({tune_lib.key(setting)}); trying {tune_lib.key(step)}')
+    settings, added = settings + [step], added + [step]
+    setting, results = tune_point(base, name, clients, settings, tune_seeds,
+                                  print_fn)
+  info = dict(tuned=True, edges=edges(setting, settings) if setting else [],
+              extended=[tune_lib.key(s) for s in added], validation={
+                  tune_lib.key(s): results[tune_lib.key(s)]['mean']
+                  for s in settings})
+  return setting, info
+
+
+def run_point(task, base, name, clients, grid, tune_seeds, print_fn,
+              extensions=0):
   """Tunes (where there is a grid) and trains one point on the test split.
 
   Returns (records, info): info has the chosen setting, its validation
-  scores and the fields at the edge of the grid.
+  scores, the settings added past an edge and the fields still at the edge
+  of the grid.
   """
   from experiments.runner import training  # pylint: disable=g-import-not-at-top
   setting, info = {}, dict(tuned=False, edges=[], validation={})
   if grid:
-    settings = point_settings(task, base, name, clients, grid)
-    setting, results = tune_point(base, name, clients, settings, tune_seeds,
-                                  print_fn)
+    setting, info = tune_with_extensions(task, base, name, clients, grid,
+                                         tune_seeds, extensions, print_fn)
     if setting is None:
       print_fn(f'[frontier] {name} B={clients}: every setting diverged.')
       return [], dict(info, note='every tuned setting diverged')
-    info = dict(tuned=True, edges=edges(setting, settings), validation={
-        tune_lib.key(s): results[tune_lib.key(s)]['mean'] for s in settings})
   name_of_setting = epsilon_sweep.setting_name(setting)
   config = config_lib.RunConfig(**{
       **base.asdict(), **setting, 'aggregators': (name,),
@@ -257,6 +314,7 @@ def summarize(points) -> list[dict]:
     row = dict(aggregator=name, clients_per_round=clients,
                setting=info.get('setting', ''), tuned=info.get('tuned', False),
                edge='; '.join(info.get('edges', [])),
+               extended='; '.join(info.get('extended', [])),
                note=info.get('note', ''), seeds=len(records))
     if records:
       mean, se = report.mean_se([r['final_metric'] for r in records])
@@ -301,7 +359,10 @@ def markdown(rows, context: dict, label: str) -> str:
     se = '' if r['se'] is None else f" ± {100 * r['se']:.2f}"
     setting = r['setting']
     if r['tuned']:
-      setting += ' (tuned' + (f", edge: {r['edge']})" if r['edge'] else ')')
+      notes = ['tuned'] + ([f"extended to {r['extended']}"]
+                           if r.get('extended') else [])
+      notes += [f"edge: {r['edge']}"] if r['edge'] else []
+      setting += ' (' + ', '.join(notes) + ')'
     lines.append(
         f"| {r['aggregator']} | {r['clients_per_round']} | {setting} | "
         f"{r['parameter']} | {_noise(r['relative_noise'], scale)} | "
@@ -387,8 +448,13 @@ def _reference_lines(ax, reference, context):
                label='frequent tags')
 
 
-def run_frontier(base, points, grids, tune_seeds, print_fn=print):
-  """Every point, cheapest first; returns (points, context, label)."""
+def run_frontier(base, points, grids, tune_seeds, print_fn=print,
+                 extensions=0):
+  """Every point, cheapest first; returns (points, context, label).
+
+  A tuned grid whose best value sits at an edge is extended one geometric
+  step past it, up to `extensions` times (`beyond_edge`).
+  """
   from experiments.data import tasks as tasks_lib  # pylint: disable=g-import-not-at-top
   task = tasks_lib.create_task(base.task, base.data_dir,
                                embedded_config=base.embedded_config,
@@ -400,7 +466,7 @@ def run_frontier(base, points, grids, tune_seeds, print_fn=print):
   for clients, name in order:
     records, info = run_point(task, base, name, clients,
                               grids.get((name, clients)), tune_seeds,
-                              print_fn)
+                              print_fn, extensions)
     if records:
       context, label = info['context'], records[0]['metric_label']
     done.append((name, clients, records, info))
@@ -424,9 +490,13 @@ def main(argv):
         rounds=_ROUNDS.value, target_epsilon=_TARGET_EPSILON.value,
         num_seeds=_NUM_SEEDS.value, progress=False,
         population=_STUDY.population_value())
+    if _EXTEND_EDGES.value < 0:
+      raise ValueError(f'--extend_edges must be at least 0, found '
+                       f'{_EXTEND_EDGES.value}.')
   except (TypeError, ValueError) as e:
     cli_lib.fail(e)
-  done, context, label = run_frontier(base, points, grids, _TUNE_SEEDS.value)
+  done, context, label = run_frontier(base, points, grids, _TUNE_SEEDS.value,
+                                      extensions=_EXTEND_EDGES.value)
   rows = summarize(done)
   paths = write(os.path.join(_STUDY.output_dir.value, _STUDY.task.value),
                 rows, context, label)
@@ -439,7 +509,7 @@ def _define_flags():
   """Defined only when run as a program (tests import this module)."""
   # pylint: disable=global-statement
   global _STUDY, _POINTS, _GRIDS, _ROUNDS, _TARGET_EPSILON, _NUM_SEEDS
-  global _TUNE_SEEDS
+  global _TUNE_SEEDS, _EXTEND_EDGES
   _STUDY = cli_lib.define_study_flags('results/frontier')
   _POINTS = flags.DEFINE_string(
       'points', DEFAULT_POINTS,
@@ -456,6 +526,10 @@ def _define_flags():
   _NUM_SEEDS = flags.DEFINE_integer('num_seeds', 3, 'Seeds per point.')
   _TUNE_SEEDS = flags.DEFINE_integer('tune_seeds', 1,
                                      'Seeds per tuned setting.')
+  _EXTEND_EDGES = flags.DEFINE_integer(
+      'extend_edges', 2,
+      'How many times a tuned grid whose best value is its smallest or '
+      'largest is extended one geometric step past that edge.')
 
 
 def cli():
