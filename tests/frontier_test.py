@@ -10,6 +10,7 @@ import tensorflow as tf
 
 from experiments.data import tasks as tasks_lib
 from experiments.runner import config as config_lib
+from experiments.runner import planning
 from experiments.runner import training
 from experiments.studies import epsilon_sweep
 from experiments.studies import frontier
@@ -269,6 +270,78 @@ class ReportTest(tf.test.TestCase):
     with open(paths[0]) as f:
       self.assertLen(list(csv.DictReader(f)), 4)
     self.assertGreater(os.path.getsize(paths[2]), 10_000)
+
+  def _rows(self, dp_rec_means):
+    """DP-FedAvg at 40 (39 +- 1) and DP-REC at 40, 160, ... (SE 1 each)."""
+    def point(name, b, mean, upload, download):
+      return (name, b, [_record(name, mean - 0.01, upload, download, b, 0),
+                        _record(name, mean + 0.01, upload, download, b, 1)],
+              dict(setting='task defaults'))
+    points = [point('dp_fedavg', 40, 0.39, 0.4, 0.4)]
+    points += [point('dp_rec', 40 * 4**i, m, 1e-5 * 4**i, 0.02 * 4**i)
+               for i, m in enumerate(dp_rec_means)]
+    return frontier.summarize(points)
+
+  def test_verdict(self):
+    # SE of each mean 1 point, so the gap's is sqrt(2).
+    lines = frontier.verdict(self._rows([0.21, 0.27, 0.33, 0.36]),
+                             predicted=3272)
+    self.assertEqual(lines[0], 'Against dp_fedavg at B = 40 (39.00%):')
+    self.assertIn('* dp_rec at B = 2560: -3.00 ± 1.41 points; upload '
+                  'x0.0016, total traffic x1.6.', lines)
+    self.assertIn('Measured: dp_rec stays below dp_fedavg at B = 40 up to '
+                  'B = 2560, by -3.00 ± 1.41 points.', lines)
+    self.assertEqual(lines[-1], "The planner predicted B' = 3,272 (equal "
+                     'noise over the clip).')
+    # Crossing between 640 (33) and 2560 (45): 39 is half way, in log B.
+    lines = frontier.verdict(self._rows([0.21, 0.27, 0.33, 0.45]))
+    self.assertIn('Measured: dp_rec reaches dp_fedavg at B = 40 between '
+                  'B = 640 and 2560 (about 1,280, interpolating its recall '
+                  'linearly in log B).', lines)
+    self.assertNotIn('planner', lines[-1])
+    lines = frontier.verdict(self._rows([0.40]))
+    self.assertIn('Measured: dp_rec reaches dp_fedavg at B = 40 at B = 40 '
+                  'already.', lines)
+    self.assertEqual(frontier.verdict(self._rows([])), [])
+    # The report carries the verdict under the table.
+    text = frontier.report_text(self._rows([0.21]),
+                                dict(predicted_break_even=3272), 'recall@5')
+    self.assertIn("|\n\nAgainst dp_fedavg at B = 40", text)
+    self.assertIn("B' = 3,272", text)
+
+  def test_predicted_break_even(self):
+    task = types.SimpleNamespace(population=1000, defaults=types.SimpleNamespace(
+        rounds=5, clients_per_round=2, bits=None, grouping='network',
+        noise_stddev=0.006, l2_clip=0.2, eval_every=10, client_lr=0.1))
+    seen = []
+
+    def plan_for(task_, config, name, record_messages):
+      del task_, record_messages
+      seen.append((name, config.clients_per_round))
+      return 'plan'
+
+    def plan_for_run(task_, config, dp_rec_plan):
+      del task_, config
+      self.assertEqual(dp_rec_plan, 'plan')
+      return types.SimpleNamespace(dp_rec=types.SimpleNamespace(
+          extra=dict(break_even_clients_per_round=3272)))
+
+    base = config_lib.RunConfig(task='stackoverflow_lr',
+                                aggregators=('dp_rec',), progress=False)
+    with mock.patch.object(training, 'plan_for', plan_for), \
+        mock.patch.object(planning, 'plan_for_run', plan_for_run):
+      self.assertEqual(frontier.predicted_break_even(task, base), 3272)
+    self.assertEqual(seen, [('dp_rec', 40)])
+
+    def refuse(*_):
+      raise ValueError('epsilon 1 is out of reach')
+    printed = []
+    with mock.patch.object(training, 'plan_for', plan_for), \
+        mock.patch.object(planning, 'plan_for_run', refuse):
+      self.assertIsNone(frontier.predicted_break_even(task, base,
+                                                      printed.append))
+    self.assertEqual(printed, ['[frontier] the planner could not plan B = 40:'
+                               ' epsilon 1 is out of reach'])
 
 
 if __name__ == '__main__':

@@ -32,7 +32,10 @@ unchanged, a run cut short continues from its checkpoint.
 Writes `<output_dir>/<task>/`: `frontier.csv`, `frontier.md` (per point:
 the setting and whether it is at the edge of its grid, c or z, the
 planner's relative noise, metric +- standard error, upload, download and
-total GB per run, s/round) and `frontier.png` (the metric against upload
+total GB per run, s/round; then, against DP-FedAvg at B = 40, each DP-REC
+point's gap with its SE and traffic ratios, the B where DP-REC's recall
+reaches it or its gap at the largest B, and the planner's predicted B')
+and `frontier.png` (the metric against upload
 GB, total GB and B, log x, with standard-error bands and DP-FedAvg's B = 40
 level).
 """
@@ -376,6 +379,70 @@ def markdown(rows, context: dict, label: str) -> str:
   return '\n'.join(lines) + '\n'
 
 
+def report_text(rows, context: dict, label: str) -> str:
+  """The table, then the verdict (`verdict`) where it has one."""
+  lines = verdict(rows, context.get('predicted_break_even'))
+  return markdown(rows, context, label) + (
+      '\n' + '\n'.join(lines) + '\n' if lines else '')
+
+
+def verdict(rows, predicted=None) -> list[str]:
+  """Where DP-REC meets DP-FedAvg at the reference B, as markdown lines.
+
+  Per DP-REC point: its gap to the reference (SE from both points' SEs,
+  independent seeds), and its upload and total traffic as multiples of the
+  reference's. Then the measured break-even: the first B whose mean reaches
+  the reference's, with a log-linear interpolation between the points that
+  straddle it, or the gap at the largest B; then the planner's `predicted`
+  B' (None: not computed).
+  """
+  reference = [r for r in rows if 'mean' in r and
+               (r['aggregator'], r['clients_per_round']) == REFERENCE]
+  ours = sorted((r for r in rows if r['aggregator'] == 'dp_rec' and
+                 'mean' in r), key=lambda r: r['clients_per_round'])
+  if not reference or not ours:
+    return []
+  ref = reference[0]
+  name = f'{REFERENCE[0]} at B = {REFERENCE[1]}'
+  lines = [f'Against {name} ({100 * ref["mean"]:.2f}%):', '']
+  for r in ours:
+    lines.append(
+        f"* dp_rec at B = {r['clients_per_round']}: "
+        f"{_gap(r, ref)} points; upload x{r['upload_gb'] / ref['upload_gb']:.3g}"
+        f", total traffic x{r['total_gb'] / ref['total_gb']:.3g}.")
+  lines += ['', _measured_break_even(ours, ref, name)]
+  if predicted is not None:
+    lines.append(f'The planner predicted B\' = {predicted:,} (equal noise '
+                 'over the clip).')
+  return lines
+
+
+def _gap(row, ref) -> str:
+  gap = 100 * (row['mean'] - ref['mean'])
+  ses = [x for x in (row['se'], ref['se']) if x is not None]
+  se = 100 * math.sqrt(sum(x * x for x in ses)) if ses else None
+  return f'{gap:+.2f}' + ('' if se is None else f' ± {se:.2f}')
+
+
+def _measured_break_even(ours, ref, name) -> str:
+  """The measured B at which DP-REC's mean first reaches the reference's."""
+  below = None
+  for r in ours:
+    if r['mean'] >= ref['mean']:
+      b = r['clients_per_round']
+      if below is None:
+        return f'Measured: dp_rec reaches {name} at B = {b} already.'
+      b0, m0 = below['clients_per_round'], below['mean']
+      t = (ref['mean'] - m0) / (r['mean'] - m0)
+      estimate = math.exp(math.log(b0) + t * (math.log(b) - math.log(b0)))
+      return (f'Measured: dp_rec reaches {name} between B = {b0} and {b} '
+              f'(about {estimate:,.0f}, interpolating its recall linearly in '
+              'log B).')
+    below = r
+  return (f"Measured: dp_rec stays below {name} up to B = "
+          f"{ours[-1]['clients_per_round']}, by {_gap(ours[-1], ref)} points.")
+
+
 def _noise(value, scale) -> str:
   if value is None:
     return '-'
@@ -383,7 +450,7 @@ def _noise(value, scale) -> str:
 
 
 def write(output_dir: str, rows, context: dict, label: str) -> list[str]:
-  """Writes frontier.csv, frontier.md and frontier.png."""
+  """Writes frontier.csv, frontier.md (the table and `verdict`), .png."""
   os.makedirs(output_dir, exist_ok=True)
   csv_path = os.path.join(output_dir, 'frontier.csv')
   fields = list(dict.fromkeys(k for r in rows for k in r))
@@ -393,7 +460,7 @@ def write(output_dir: str, rows, context: dict, label: str) -> list[str]:
     writer.writerows(rows)
   md_path = os.path.join(output_dir, 'frontier.md')
   with open(md_path, 'w') as f:
-    f.write(markdown(rows, context, label))
+    f.write(report_text(rows, context, label))
   png_path = os.path.join(output_dir, 'frontier.png')
   plot(png_path, [r for r in rows if 'mean' in r], context, label)
   return [csv_path, md_path, png_path]
@@ -468,9 +535,32 @@ def run_frontier(base, points, grids, tune_seeds, print_fn=print,
                               grids.get((name, clients)), tune_seeds,
                               print_fn, extensions)
     if records:
-      context, label = info['context'], records[0]['metric_label']
+      context, label = dict(info['context']), records[0]['metric_label']
     done.append((name, clients, records, info))
+  if 'dp_rec' in points and REFERENCE[1] in points.get(REFERENCE[0], ()):
+    context['predicted_break_even'] = predicted_break_even(task, base,
+                                                           print_fn)
   return done, context, label
+
+
+def predicted_break_even(task, base, print_fn=print):
+  """The planner's DP-REC break-even B' against the reference, or None.
+
+  At the reference's B with DP-REC's defaults there (bits from c), through
+  the run's calibration cache (`experiments.runner.planning`).
+  """
+  from experiments.runner import planning  # pylint: disable=g-import-not-at-top
+  from experiments.runner import training  # pylint: disable=g-import-not-at-top
+  config = config_lib.RunConfig(**{**base.asdict(), 'aggregators': ('dp_rec',),
+                                   'clients_per_round': REFERENCE[1]})
+  try:
+    dp_rec_plan = training.plan_for(task, config.resolved(task), 'dp_rec',
+                                    False)
+    result = planning.plan_for_run(task, config, dp_rec_plan)
+  except ValueError as e:
+    print_fn(f'[frontier] the planner could not plan B = {REFERENCE[1]}: {e}')
+    return None
+  return result.dp_rec.extra.get('break_even_clients_per_round')
 
 
 def main(argv):
@@ -500,7 +590,7 @@ def main(argv):
   rows = summarize(done)
   paths = write(os.path.join(_STUDY.output_dir.value, _STUDY.task.value),
                 rows, context, label)
-  print(markdown(rows, context, label))
+  print(report_text(rows, context, label))
   print('Wrote ' + ', '.join(paths) +
         f'; wall time {time.time() - start:.0f} s.')
 
