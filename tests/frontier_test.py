@@ -64,38 +64,11 @@ class ParseTest(tf.test.TestCase):
       with self.assertRaisesRegex(tune.GridError, message):
         frontier.parse_grids(text, points)
 
-  def test_sigma_for_clip_and_edges(self):
+  def test_sigma_for_clip(self):
     self.assertEqual(frontier.sigma_for_clip(0.2, 1.52235), 0.1314)
     self.assertEqual(frontier.sigma_for_clip(0.0102, 1.70271), 0.006)
     with self.assertRaisesRegex(ValueError, 'below 0.0001'):
       frontier.sigma_for_clip(1e-5, 1.5)
-    grid = [{'l2_clip': v, 'server_lr': lr} for v in (0.2, 0.5, 1.0)
-            for lr in (3.0, 10.0)]
-    self.assertEqual(frontier.edges({'l2_clip': 0.5, 'server_lr': 10.0},
-                                    grid), ['server_lr (largest)'])
-    self.assertEqual(frontier.edges({'l2_clip': 0.2, 'server_lr': 3.0}, grid),
-                     ['l2_clip (smallest)', 'server_lr (smallest)'])
-    self.assertEqual(frontier.edges({'l2_clip': 0.5}, [{'l2_clip': 0.5}]), [])
-
-  def test_beyond_edge(self):
-    grid = [{'noise_stddev': v} for v in (0.0122, 0.0305, 0.0609)]
-    # Smallest chosen: 0.0122^2 / 0.0305 = 0.00488; largest: 0.0609^2/0.0305.
-    self.assertEqual(frontier.beyond_edge(grid[0], grid),
-                     {'noise_stddev': 0.00488})
-    self.assertEqual(frontier.beyond_edge(grid[2], grid),
-                     {'noise_stddev': 0.1216})
-    self.assertIsNone(frontier.beyond_edge(grid[1], grid))
-    # Fixed fields ride along; only the varied one steps.
-    grid = [{'l2_clip': v, 'server_lr': 10.0} for v in (0.2, 0.5, 1)]
-    self.assertEqual(frontier.beyond_edge(grid[2], grid),
-                     {'l2_clip': 2.0, 'server_lr': 10.0})
-    for chosen, settings in (
-        ({'l2_clip': 0.5}, [{'l2_clip': 0.5}]),  # One value.
-        ({'l2_clip': 0.2, 'server_lr': 3.0},  # Two varied fields.
-         [{'l2_clip': a, 'server_lr': b} for a in (0.2, 1) for b in (3., 9.)]),
-        ({'grouping': 'a'}, [{'grouping': 'a'}, {'grouping': 'b'}]),
-        ({'l2_clip': 0.0}, [{'l2_clip': 0.0}, {'l2_clip': 1.0}])):
-      self.assertIsNone(frontier.beyond_edge(chosen, settings), chosen)
 
 
 class RunFrontierTest(tf.test.TestCase):

@@ -24,10 +24,11 @@ class RealImagesTest(tf.test.TestCase):
     task = types.SimpleNamespace(defaults=defaults, population=100,
                                  data_note='real Fashion-MNIST')
     # Validation accuracy of each tuned value: the middle one wins for
-    # DP-FedAvg, the largest for DP-REC.
+    # DP-FedAvg; the largest for DP-REC, inside once its grid grows to 0.02.
     validation = {('dp_fedavg', 0.01): 0.6, ('dp_fedavg', 0.005): 0.5,
                   ('dp_fedavg', 0.02): 0.55, ('dp_rec', 0.0025): 0.2,
-                  ('dp_rec', 0.005): 0.3, ('dp_rec', 0.01): 0.4}
+                  ('dp_rec', 0.005): 0.3, ('dp_rec', 0.01): 0.4,
+                  ('dp_rec', 0.02): 0.35}
     test = {'fedavg': 0.8, 'dp_fedavg': 0.7, 'dp_rec': 0.5,
             'ddgauss16': 0.6}
 
@@ -73,7 +74,8 @@ class RealImagesTest(tf.test.TestCase):
       cells = real_images.run(out, 'data', rounds=300, seeds=2,
                               log=lambda *a: None)
     tuning = [c for c in calls if c.eval_split == 'validation']
-    self.assertLen(tuning, 6)
+    self.assertLen(tuning, 7)
+    self.assertEqual(tuning[-1].noise_stddev, 0.02)
     for c in tuning:
       self.assertEqual((c.target_epsilon, c.seeds),
                        (3.0, (epsilon_sweep.TUNE_SEED_OFFSET,)))
@@ -111,6 +113,13 @@ class RealImagesTest(tf.test.TestCase):
     self.assertIn("DP-REC at the paper's c = 0.545 | 3 |", table)
     self.assertIn("(the paper's accounting: ", table)
     self.assertIn('dp_fedavg l2_clip=0.01; dp_rec noise_stddev=0.01', table)
+    # The fake adds 0.01 per seed, and tuning seeds start at 1000.
+    self.assertIn('* dp_fedavg: l2_clip=0.005: 1050.00, l2_clip=0.01: '
+                  '1060.00, l2_clip=0.02: 1055.00 (inside the grid).', table)
+    self.assertIn('* dp_rec: noise_stddev=0.0025: 1020.00, noise_stddev=0.005:'
+                  ' 1030.00, noise_stddev=0.01: 1040.00, noise_stddev=0.02: '
+                  '1035.00 (extended to noise_stddev=0.02, inside the grid).',
+                  table)
     with open(os.path.join(out, 'fashion_mnist.csv')) as f:
       self.assertLen(list(csv.DictReader(f)), 12)
     self.assertGreater(

@@ -38,6 +38,65 @@ class TuneGridTest(tf.test.TestCase):
         tune.parse_grid(text)
 
 
+class EdgeTest(tf.test.TestCase):
+
+  def test_edges(self):
+    grid = [{'l2_clip': v, 'server_lr': lr} for v in (0.2, 0.5, 1.0)
+            for lr in (3.0, 10.0)]
+    self.assertEqual(tune.edges({'l2_clip': 0.5, 'server_lr': 10.0}, grid),
+                     ['server_lr (largest)'])
+    self.assertEqual(tune.edges({'l2_clip': 0.2, 'server_lr': 3.0}, grid),
+                     ['l2_clip (smallest)', 'server_lr (smallest)'])
+    self.assertEqual(tune.edges({'l2_clip': 0.5}, [{'l2_clip': 0.5}]), [])
+
+  def test_beyond_edge(self):
+    grid = [{'noise_stddev': v} for v in (0.0122, 0.0305, 0.0609)]
+    # Smallest chosen: 0.0122^2 / 0.0305 = 0.00488; largest: 0.0609^2/0.0305.
+    self.assertEqual(tune.beyond_edge(grid[0], grid),
+                     {'noise_stddev': 0.00488})
+    self.assertEqual(tune.beyond_edge(grid[2], grid),
+                     {'noise_stddev': 0.1216})
+    self.assertIsNone(tune.beyond_edge(grid[1], grid))
+    # Fixed fields ride along; only the varied one steps.
+    grid = [{'l2_clip': v, 'server_lr': 10.0} for v in (0.2, 0.5, 1)]
+    self.assertEqual(tune.beyond_edge(grid[2], grid),
+                     {'l2_clip': 2.0, 'server_lr': 10.0})
+    for chosen, settings in (
+        ({'l2_clip': 0.5}, [{'l2_clip': 0.5}]),  # One value.
+        ({'l2_clip': 0.2, 'server_lr': 3.0},  # Two varied fields.
+         [{'l2_clip': a, 'server_lr': b} for a in (0.2, 1) for b in (3., 9.)]),
+        ({'grouping': 'a'}, [{'grouping': 'a'}, {'grouping': 'b'}]),
+        ({'l2_clip': 0.0}, [{'l2_clip': 0.0}, {'l2_clip': 1.0}])):
+      self.assertIsNone(tune.beyond_edge(chosen, settings), chosen)
+
+  def test_tune_past_edges_grows_until_inside_or_out_of_steps(self):
+    scores = {1.0: 0.1, 2.0: 0.2, 4.0: 0.3, 8.0: 0.25}
+    calls, announced = [], []
+
+    def tune_grid(settings):
+      calls.append([s['l2_clip'] for s in settings])
+      results = {tune.key(s): dict(mean=scores[s['l2_clip']])
+                 for s in settings}
+      return max(settings, key=lambda s: scores[s['l2_clip']]), results
+
+    grid = [{'l2_clip': 1.0}, {'l2_clip': 2.0}]
+    chosen, results, settings, added = tune.tune_past_edges(
+        tune_grid, grid, 2, lambda c, s: announced.append((c, s)))
+    self.assertEqual(calls, [[1, 2], [1, 2, 4], [1, 2, 4, 8]])
+    self.assertEqual((chosen, added), ({'l2_clip': 4.0},
+                                       [{'l2_clip': 4.0}, {'l2_clip': 8.0}]))
+    self.assertLen(settings, 4)
+    self.assertLen(results, 4)
+    self.assertEqual(announced[0], ({'l2_clip': 2.0}, {'l2_clip': 4.0}))
+    self.assertEqual(grid, [{'l2_clip': 1.0}, {'l2_clip': 2.0}])  # Unchanged.
+    calls.clear()
+    chosen, _, _, added = tune.tune_past_edges(tune_grid, grid, 0)
+    self.assertEqual((calls, chosen, added), ([[1, 2]], {'l2_clip': 2.0}, []))
+    # Nothing eligible (None): no steps.
+    chosen, _, _, added = tune.tune_past_edges(lambda s: (None, {}), grid, 2)
+    self.assertEqual((chosen, added), (None, []))
+
+
 class PopulationFlagTest(tf.test.TestCase):
 
   def test_parse_population_names_the_flag_and_value(self):

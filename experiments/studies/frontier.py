@@ -172,48 +172,6 @@ def relative_noise(record: dict):
   return None
 
 
-def edges(chosen: dict, settings) -> list[str]:
-  """The varied fields of a grid whose chosen value is its smallest or
-  largest ('noise_stddev (largest)'); [] inside the grid or untuned."""
-  out = []
-  for field in sorted(chosen):
-    values = sorted({s[field] for s in settings if field in s})
-    if len(values) > 1 and chosen[field] in (values[0], values[-1]):
-      side = 'smallest' if chosen[field] == values[0] else 'largest'
-      out.append(f'{field} ({side})')
-  return out
-
-
-def beyond_edge(chosen: dict, settings):
-  """One geometric step past the edge the chosen setting sits on, or None.
-
-  Only for a grid that varies one field over positive numbers: with the
-  values sorted, a chosen smallest v0 gives v0^2 / v1 and a chosen largest
-  v gives v^2 / (the one before), to 4 significant digits. None when the
-  setting is inside the grid, the grid varies several fields or has one
-  value, or the step lands on a value already tried.
-  """
-  varied = [f for f in chosen
-            if len({s.get(f) for s in settings}) > 1]
-  if len(varied) != 1:
-    return None
-  field = varied[0]
-  values = sorted({s[field] for s in settings})
-  if any(isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0
-         for v in values):
-    return None
-  if chosen[field] == values[0]:
-    step = values[0] ** 2 / values[1]
-  elif chosen[field] == values[-1]:
-    step = values[-1] ** 2 / values[-2]
-  else:
-    return None
-  step = float(f'{step:.4g}')
-  if step <= 0 or step in values:
-    return None
-  return {**chosen, field: step}
-
-
 def point_settings(task, base, name, clients, grid) -> list:
   """The grid's settings as RunConfig fields (DP-REC's clips as sigmas)."""
   from experiments.runner import training  # pylint: disable=g-import-not-at-top
@@ -251,20 +209,16 @@ def tune_with_extensions(task, base, name, clients, grid, tune_seeds,
 
   Returns (setting, info); setting is None when every setting diverged.
   """
-  settings = point_settings(task, base, name, clients, grid)
-  setting, results = tune_point(base, name, clients, settings, tune_seeds,
-                                print_fn)
-  added = []
-  while setting and len(added) < extensions:
-    step = beyond_edge(setting, settings)
-    if step is None:
-      break
+  def announce(setting, step):
     print_fn(f'[frontier] {name} B={clients}: best at the edge '
              f'({tune_lib.key(setting)}); trying {tune_lib.key(step)}')
-    settings, added = settings + [step], added + [step]
-    setting, results = tune_point(base, name, clients, settings, tune_seeds,
-                                  print_fn)
-  info = dict(tuned=True, edges=edges(setting, settings) if setting else [],
+
+  setting, results, settings, added = tune_lib.tune_past_edges(
+      lambda grid_: tune_point(base, name, clients, grid_, tune_seeds,
+                               print_fn),
+      point_settings(task, base, name, clients, grid), extensions, announce)
+  info = dict(tuned=True,
+              edges=tune_lib.edges(setting, settings) if setting else [],
               extended=[tune_lib.key(s) for s in added], validation={
                   tune_lib.key(s): results[tune_lib.key(s)]['mean']
                   for s in settings})

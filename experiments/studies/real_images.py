@@ -12,7 +12,9 @@ levels). Rows, in the order they train (cheapest decisions first):
 1. Tuning on the validation split (the 10,000 training images outside the
    clients), one seed each from `epsilon_sweep.TUNE_SEED_OFFSET` at
    epsilon 3: DP-FedAvg's clip and DP-REC's prior sigma (`GRIDS`, around the
-   paper's 0.01 and 0.005). The choices are used at epsilon 6 too.
+   paper's 0.01 and 0.005), each grown one geometric step past an edge
+   where its best value sits, up to `EXTENSIONS` times. The choices are
+   used at epsilon 6 too.
 2. DP-FedAvg and DP-REC at epsilon 3, each with its default accountant
    (PLD; DP-REC picks its bits from c), each with its no-noise control.
 3. DP-REC at the paper's c = 0.545 (7 bits per tensor, the paper's): the
@@ -53,6 +55,7 @@ EVAL_EVERY = 25
 GRIDS = {'dp_fedavg': 'l2_clip=0.005,0.01,0.02',
          'dp_rec': 'noise_stddev=0.0025,0.005,0.01'}
 PAPER_BITS = 7  # The paper's bits per tensor.
+EXTENSIONS = 2  # Steps past a grid's edge when its best value sits there.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,30 +101,45 @@ def base_config(output_dir, data_dir, rounds, seeds) -> config_lib.RunConfig:
       eval_every=EVAL_EVERY, progress=False)
 
 
-def tune_methods(base, log) -> dict:
-  """{'dp_fedavg': setting, 'dp_rec': setting} chosen on validation."""
-  chosen = {}
+def tune_methods(base, log, extensions=EXTENSIONS) -> tuple:
+  """(chosen, tuning): {'dp_fedavg': setting, 'dp_rec': setting} chosen on
+  validation, and per method its validation scores by setting, the settings
+  added past an edge (up to `extensions`) and the fields still at an edge."""
+  chosen, tuning = {}, {}
   for name, grid in GRIDS.items():
-    settings = tune_lib.parse_grid(grid)
-    tuning = config_lib.RunConfig(**{
+    config = config_lib.RunConfig(**{
         **base.asdict(), 'aggregators': (name,), 'num_seeds': 1,
         'target_epsilon': TUNE_EPSILON,
         'seed': base.seed + epsilon_sweep.TUNE_SEED_OFFSET,
         'eval_split': 'validation', 'eval_every': 10**6,
         'output_dir': os.path.join(base.output_dir, 'tune', name)})
-    os.makedirs(tuning.output_dir, exist_ok=True)
-    results = tune_lib.tune(
-        tuning, settings, os.path.join(tuning.output_dir,
-                                       f'tune_{name}.json'),
-        print_fn=lambda line, n=name: log(f'[fashion_mnist] {n} tuning: '
-                                          f'{line}'))
-    best = epsilon_sweep.choose(results, settings)
+    os.makedirs(config.output_dir, exist_ok=True)
+    say = lambda line, n=name: log(f'[fashion_mnist] {n} tuning: {line}')
+
+    def tune_grid(settings, config=config, name=name, say=say):
+      results = tune_lib.tune(
+          config, settings,
+          os.path.join(config.output_dir, f'tune_{name}.json'), print_fn=say)
+      return epsilon_sweep.choose(results, settings), results
+
+    best, results, settings, added = tune_lib.tune_past_edges(
+        tune_grid, tune_lib.parse_grid(grid), extensions,
+        lambda c, step, say=say: say(f'best at the edge ({tune_lib.key(c)})'
+                                     f'; trying {tune_lib.key(step)}'))
     chosen[name] = best if best is not None else {}
+    tuning[name] = dict(
+        validation={tune_lib.key(s): results[tune_lib.key(s)]['mean']
+                    for s in settings},
+        extended=[tune_lib.key(s) for s in added],
+        edges=tune_lib.edges(best, settings) if best else [])
     log(f'[fashion_mnist] {name}: chose {tune_lib.key(chosen[name])} on the '
-        'validation split (' + ', '.join(
-            f"{tune_lib.key(s)}: {100 * results[tune_lib.key(s)]['mean']:.2f}"
-            for s in settings) + ')')
-  return chosen
+        'validation split (' + _scores(tuning[name]) + ')')
+  return chosen, tuning
+
+
+def _scores(tuning) -> str:
+  return ', '.join(f'{k}: {100 * v:.2f}'
+                   for k, v in tuning['validation'].items())
 
 
 def train_row(base, row: Row, log) -> tuple:
@@ -184,7 +202,7 @@ def run(output_dir: str, data_dir: str = 'data_cache',
   task = tasks.create_task(TASK, data_dir)
   base = base_config(output_dir, data_dir, rounds, seeds)
   log(f'[fashion_mnist] {task.data_note}')
-  chosen = tune_methods(base, log)
+  chosen, tuning = tune_methods(base, log)
   paper_c = paper_c_epsilons(task, base)
   rows = rows_for(chosen,
                   lambda c: accounting.round_up(paper_c(c)[0], 4))
@@ -193,7 +211,7 @@ def run(output_dir: str, data_dir: str = 'data_cache',
     records, curves = train_row(base, row, log)
     results.append((row, records, curves))
   table = summarize(results, paper_c)
-  write(output_dir, table, results, chosen)
+  write(output_dir, table, results, chosen, tuning)
   return cells(table)
 
 
@@ -268,8 +286,8 @@ def gaps(table) -> list[dict]:
 _LABELS = {'dp_fedavg': 'DP-FedAvg', 'ddgauss16': 'DDGauss16'}
 
 
-def markdown(table, chosen) -> str:
-  """The table beside the paper's MNIST row, then the gaps."""
+def markdown(table, chosen, tuning=None) -> str:
+  """The table beside the paper's MNIST row, the gaps, then the tuning."""
   lines = [
       '| row | target epsilon | accountant | epsilon spent | accuracy (%) '
       "| paper's MNIST (%) | upload GB | download GB | s/round |",
@@ -298,15 +316,20 @@ def markdown(table, chosen) -> str:
   lines += ['', 'Chosen on the validation split at epsilon 3: ' + '; '.join(
       f'{name} {tune_lib.key(s) or "task defaults"}'
       for name, s in chosen.items()) + '.']
+  for name, t in (tuning or {}).items():
+    notes = [f"extended to {', '.join(t['extended'])}"] if t['extended'] else []
+    notes.append(f"at the edge: {'; '.join(t['edges'])}" if t['edges'] else
+                 'inside the grid')
+    lines.append(f"* {name}: {_scores(t)} ({', '.join(notes)}).")
   return '\n'.join(lines) + '\n'
 
 
-def write(output_dir, table, results, chosen) -> list[str]:
+def write(output_dir, table, results, chosen, tuning=None) -> list[str]:
   """fashion_mnist.md, fashion_mnist.csv and fashion_mnist_curves.png."""
   os.makedirs(output_dir, exist_ok=True)
   md = os.path.join(output_dir, 'fashion_mnist.md')
   with open(md, 'w') as f:
-    f.write(markdown(table, chosen))
+    f.write(markdown(table, chosen, tuning))
   path = os.path.join(output_dir, 'fashion_mnist.csv')
   fields = list(dict.fromkeys(k for l in table for k in l if k != 'params'))
   with open(path, 'w', newline='') as f:

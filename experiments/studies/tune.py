@@ -141,6 +141,75 @@ def tune(base: config_lib.RunConfig, settings: list, results_path: str,
   return results
 
 
+def edges(chosen: dict, settings) -> list[str]:
+  """The varied fields of a grid whose chosen value is its smallest or
+  largest ('noise_stddev (largest)'); [] inside the grid or untuned."""
+  out = []
+  for field in sorted(chosen):
+    values = sorted({s[field] for s in settings if field in s})
+    if len(values) > 1 and chosen[field] in (values[0], values[-1]):
+      side = 'smallest' if chosen[field] == values[0] else 'largest'
+      out.append(f'{field} ({side})')
+  return out
+
+
+def beyond_edge(chosen: dict, settings):
+  """One geometric step past the edge the chosen setting sits on, or None.
+
+  Only for a grid that varies one field over positive numbers: with the
+  values sorted, a chosen smallest v0 gives v0^2 / v1 and a chosen largest
+  v gives v^2 / (the one before), to 4 significant digits. None when the
+  setting is inside the grid, the grid varies several fields or has one
+  value, or the step lands on a value already tried.
+  """
+  varied = [f for f in chosen
+            if len({s.get(f) for s in settings}) > 1]
+  if len(varied) != 1:
+    return None
+  field = varied[0]
+  values = sorted({s[field] for s in settings})
+  if any(isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0
+         for v in values):
+    return None
+  if chosen[field] == values[0]:
+    step = values[0] ** 2 / values[1]
+  elif chosen[field] == values[-1]:
+    step = values[-1] ** 2 / values[-2]
+  else:
+    return None
+  step = float(f'{step:.4g}')
+  if step <= 0 or step in values:
+    return None
+  return {**chosen, field: step}
+
+
+def tune_past_edges(tune_grid, settings: list, extensions: int,
+                    announce=lambda chosen, step: None):
+  """Tunes `settings`, growing the grid past an edge up to `extensions` times.
+
+  Args:
+    tune_grid: settings -> (chosen setting or None, results by `key`); it
+      reuses results it already has, so each call trains only new settings.
+    settings: The grid.
+    extensions: How many steps past an edge (`beyond_edge`) to add at most.
+    announce: Called with (chosen, step) before each step is tried.
+
+  Returns:
+    (chosen, results, settings, added): the final choice and results, the
+    grid with the added steps, and the added steps.
+  """
+  chosen, results = tune_grid(settings)
+  added = []
+  while chosen and len(added) < extensions:
+    step = beyond_edge(chosen, settings)
+    if step is None:
+      break
+    announce(chosen, step)
+    settings, added = settings + [step], added + [step]
+    chosen, results = tune_grid(settings)
+  return chosen, results, settings, added
+
+
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
