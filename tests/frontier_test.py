@@ -281,6 +281,14 @@ class ReportTest(tf.test.TestCase):
                                 dict(predicted_break_even=3272), 'recall@5')
     self.assertIn("|\n\nAgainst dp_fedavg at B = 40", text)
     self.assertIn("B' = 3,272", text)
+    # Two runs of 5 rounds at 0.5 s per point, 2 points.
+    self.assertIn('Time, summed over runs: 0.00 h', text)
+    rows = self._rows([0.21])
+    rows[1]['tune_seconds'] = 5400.0
+    self.assertEqual(frontier.time_line(rows),
+                     'Time, summed over runs: 1.50 h (0.00 h in the points\''
+                     ' training rounds, 1.50 h tuning).')
+    self.assertAllClose(rows[0]['train_seconds'], 5.0)
 
   def test_predicted_break_even(self):
     task = types.SimpleNamespace(population=1000, defaults=types.SimpleNamespace(

@@ -219,7 +219,9 @@ def tune_with_extensions(task, base, name, clients, grid, tune_seeds,
       point_settings(task, base, name, clients, grid), extensions, announce)
   info = dict(tuned=True,
               edges=tune_lib.edges(setting, settings) if setting else [],
-              extended=[tune_lib.key(s) for s in added], validation={
+              extended=[tune_lib.key(s) for s in added],
+              tune_seconds=sum(results[tune_lib.key(s)].get('seconds', 0.0)
+                               for s in settings), validation={
                   tune_lib.key(s): results[tune_lib.key(s)]['mean']
                   for s in settings})
   return setting, info
@@ -285,7 +287,10 @@ def summarize(points) -> list[dict]:
           relative_noise=relative_noise(records[0]), mean=mean, se=se,
           upload_gb=upload, download_gb=download, total_gb=upload + download,
           seconds_per_round=sum(r['seconds_per_round'] for r in records) /
-          len(records))
+          len(records),
+          train_seconds=sum(r['seconds_per_round'] * r['rounds']
+                            for r in records))
+    row['tune_seconds'] = info.get('tune_seconds', 0.0)
     rows.append(row)
   return rows
 
@@ -336,8 +341,17 @@ def markdown(rows, context: dict, label: str) -> str:
 def report_text(rows, context: dict, label: str) -> str:
   """The table, then the verdict (`verdict`) where it has one."""
   lines = verdict(rows, context.get('predicted_break_even'))
-  return markdown(rows, context, label) + (
-      '\n' + '\n'.join(lines) + '\n' if lines else '')
+  lines += ['', time_line(rows)] if lines else [time_line(rows)]
+  return markdown(rows, context, label) + '\n' + '\n'.join(lines) + '\n'
+
+
+def time_line(rows) -> str:
+  """The time in training rounds, summed over every run (however many
+  invocations trained them): the points' seeds and their tuning."""
+  train = sum(r.get('train_seconds', 0.0) for r in rows) / 3600
+  tune = sum(r.get('tune_seconds', 0.0) for r in rows) / 3600
+  return (f'Time, summed over runs: {train + tune:.2f} h ({train:.2f} h in '
+          f'the points\' training rounds, {tune:.2f} h tuning).')
 
 
 def verdict(rows, predicted=None) -> list[str]:
