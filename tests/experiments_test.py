@@ -15,6 +15,7 @@ import tensorflow_federated as tff
 
 from experiments.studies import audit
 from experiments.infra import compile_cache
+from experiments.runner import config as config_lib
 from experiments.runner import execution
 from experiments.runner import plans
 from experiments.runner import report
@@ -228,6 +229,19 @@ class MainJobPipelineTest(tf.test.TestCase):
     self.assertEqual([(r['aggregator'], r['seed']) for r in records],
                      [(n, s) for n in names for s in (5, 6)])
     _check_outputs(self, task_dir, records, 3, 8.0)
+    # Read back without training: the finished runs of the same setting
+    # (seed 7 never ran), none under another one.
+    config = config_lib.RunConfig(
+        task='stackoverflow_lr', aggregators=tuple(names), data_dir=data_dir,
+        output_dir=output_dir, rounds=3, clients_per_round=4, num_seeds=3,
+        seed=5, target_epsilon=8.0, eval_every=2, progress=False, bits=4,
+        embedded_config=_TINY)
+    self.assertEqual(
+        [(r['aggregator'], r['seed'], r['final_metric'])
+         for r in training.finished_records(config)],
+        [(r['aggregator'], r['seed'], r['final_metric']) for r in records])
+    self.assertEqual(training.finished_records(config_lib.RunConfig(
+        **{**config.asdict(), 'rounds': 4})), [])
     # The two seeds are different runs: the initial model differs between
     # seeds and is shared by every aggregator of a seed (paired runs).
     # Private runs draw fresh noise, so only FedAvg's final metric is a

@@ -143,6 +143,61 @@ class RunFrontierTest(tf.test.TestCase):
     self.assertNotIn('[x] chatter: hidden', printed)
 
 
+  def test_report_only_trains_nothing_and_reports_what_finished(self):
+    defaults = types.SimpleNamespace(
+        rounds=5, clients_per_round=2, bits=None, grouping='network',
+        noise_stddev=0.006, l2_clip=0.2, eval_every=10, client_lr=0.1)
+    task = types.SimpleNamespace(defaults=defaults, population=1000)
+    plan_for = lambda *a: types.SimpleNamespace(params=dict(clip_ratio=2.0))
+
+    def run(config, print_fn=print, context_out=None):
+      del print_fn, context_out
+      metric = {0.05: 0.2, 0.1: 0.3, 0.2: 0.25}[config.noise_stddev]
+      return [_record('dp_rec', metric, 1e-6, 1e-3, config.clients_per_round,
+                      seed=s) for s in config.seeds]
+
+    base = config_lib.RunConfig(
+        task='stackoverflow_lr', aggregators=('dp_rec',), num_seeds=2,
+        output_dir=self.create_tempdir().full_path, progress=False)
+    points = frontier.parse_points('dp_rec: 40, 80, 160')
+    grids = frontier.parse_grids('dp_rec@80: clip=0.1,0.2,0.4; '
+                                 'dp_rec@160: clip=0.1,0.2', points)
+    with mock.patch.object(training, 'run', run), \
+        mock.patch.object(training, 'plan_for', plan_for), \
+        mock.patch.object(tasks_lib, 'create_task', lambda *a, **k: task):
+      # Tune B = 80 only (its test runs are faked below).
+      frontier.tune_point(base, 'dp_rec', 80, [
+          dict(noise_stddev=v) for v in (0.05, 0.1, 0.2)], 1, print)
+    finished = {40: [_record('dp_rec', 0.2, 1e-6, 1e-3, 40, seed=0)],
+                80: [_record('dp_rec', 0.3, 1e-6, 1e-3, 80, seed=s)
+                     for s in (0, 1)]}
+
+    def no_training(*a, **k):
+      raise AssertionError('report_only trained')
+    with mock.patch.object(training, 'run', no_training), \
+        mock.patch.object(training, 'plan_for', plan_for), \
+        mock.patch.object(training, 'finished_records',
+                          lambda c: finished[c.clients_per_round]), \
+        mock.patch.object(training, 'reference_context',
+                          lambda *a: dict(frequent_tags=0.22)), \
+        mock.patch.object(tasks_lib, 'create_task', lambda *a, **k: task):
+      done, context, _ = frontier.run_frontier(
+          base, points, grids, tune_seeds=1, print_fn=lambda *a: None,
+          extensions=2, report_only=True)
+    self.assertEqual([(b, len(records)) for _, b, records, _ in done],
+                     [(40, 1), (80, 2), (160, 0)])
+    self.assertEqual(done[0][3]['note'], 'task defaults: 1 of 2 seeds finished')
+    self.assertNotIn('note', done[1][3])
+    self.assertEqual(done[1][3]['setting'], 'noise_stddev=0.1')
+    self.assertEqual(done[2][3]['note'], '2 of 2 tuning settings not trained '
+                     'yet (noise_stddev=0.05, noise_stddev=0.1)')
+    self.assertEqual(context, dict(frequent_tags=0.22))
+    table = frontier.markdown(frontier.summarize(done), context, 'recall@5')
+    self.assertIn('| dp_rec | 40 | task defaults: 1 of 2 seeds finished | ',
+                  table)
+    self.assertIn('| dp_rec | 160 | 2 of 2 tuning settings not trained yet',
+                  table)
+
   def _extend(self, validation, extensions):
     """Tunes DP-REC at B = 80 (c = 2) from clip 0.1, 0.2 with fakes."""
     task = types.SimpleNamespace(defaults=types.SimpleNamespace(

@@ -1,6 +1,7 @@
 """Tuning grids and the epsilon sweep's summary and outputs (no training)."""
 
 import csv
+import json
 import math
 import os
 import types
@@ -140,6 +141,29 @@ class TuneReuseTest(tf.test.TestCase):
     self.assertIn('l2_clip=0.2: stored result ran under another '
                   'configuration; rerunning.', printed)
     self.assertEqual({r['base']['rounds'] for r in results.values()}, {7})
+
+
+class StoredResultsTest(tf.test.TestCase):
+
+  def test_reads_only_results_of_this_configuration(self):
+    path = os.path.join(self.create_tempdir().full_path, 'tune.json')
+    base = config_lib.RunConfig(task='stackoverflow_lr',
+                                aggregators=('dp_rec',), progress=False)
+    other = config_lib.RunConfig(**{**base.asdict(), 'rounds': 7})
+    with open(path, 'w') as f:
+      json.dump({'l2_clip=0.1': dict(mean=0.3,
+                                     base=tune.base_fingerprint(base)),
+                 'l2_clip=0.2': dict(mean=0.4,
+                                     base=tune.base_fingerprint(other))}, f)
+    grid = [{'l2_clip': 0.1}]
+    self.assertEqual(list(tune.stored_results(base, grid, path)),
+                     ['l2_clip=0.1'])
+    with self.assertRaisesRegex(tune.NotTrainedYet,
+                                r'1 of 2 tuning settings not trained yet '
+                                r'\(l2_clip=0.2\)'):
+      tune.stored_results(base, grid + [{'l2_clip': 0.2}], path)
+    with self.assertRaisesRegex(tune.NotTrainedYet, '1 of 1'):
+      tune.stored_results(base, grid, path + '.missing')
 
 
 class EpsilonSweepTest(tf.test.TestCase):

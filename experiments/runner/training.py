@@ -222,6 +222,29 @@ def calibrate(task, config, names=None) -> dict:
             for name in names}
 
 
+def finished_records(config: config_lib.RunConfig) -> list:
+  """The records of `config`'s runs that have finished; trains nothing.
+
+  For a report on a study still running: a run counts only when its record
+  was written under this configuration (`finished_run`).
+  """
+  quiet = lambda *a: None
+  task, config, task_dir = setup(config, quiet)
+  records = []
+  for name, plan in calibrate(task, config).items():
+    for seed in config.seeds:
+      done = finished_run(task, dataclasses.replace(config, seed=seed), plan,
+                          task_dir, quiet)
+      if done is not None:
+        records.append(done['record'])
+  return records
+
+
+def reference_context(task, config: config_lib.RunConfig) -> dict:
+  """The reference rows (initial model, frequent tags) a run reports."""
+  return _context(task, config.resolved(task))
+
+
 def _context(task, config) -> dict:
   """Reference rows on the same test split: initial model, frequent tags."""
   split = config.eval_split

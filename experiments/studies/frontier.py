@@ -27,7 +27,9 @@ default grid checks at B = 2560.
 Then each point trains `--num_seeds` seeds (0, 1, ...) scored on the test
 split, in `<output_dir>/B<B>/<method>/<setting>/`. Everything resumes:
 finished tuning settings and runs are reused when their configuration is
-unchanged, a run cut short continues from its checkpoint.
+unchanged, a run cut short continues from its checkpoint. `--report_only`
+trains nothing and writes the outputs from the runs that have finished, so
+a study can be looked at while it runs.
 
 Writes `<output_dir>/<task>/`: `frontier.csv`, `frontier.md` (per point:
 the setting and whether it is at the edge of its grid, c or z, the
@@ -186,8 +188,13 @@ def point_settings(task, base, name, clients, grid) -> list:
            for k, v in s.items()} for s in grid]
 
 
-def tune_point(base, name, clients, settings, tune_seeds, print_fn):
-  """Tunes one point on the validation split; returns (setting, results)."""
+def tune_point(base, name, clients, settings, tune_seeds, print_fn,
+               report_only=False):
+  """Tunes one point on the validation split; returns (setting, results).
+
+  `report_only` trains nothing: it reads the stored results, and raises
+  `tune_lib.NotTrainedYet` where some are missing.
+  """
   tuning = config_lib.RunConfig(**{
       **base.asdict(), 'aggregators': (name,), 'clients_per_round': clients,
       'num_seeds': tune_seeds,
@@ -195,16 +202,20 @@ def tune_point(base, name, clients, settings, tune_seeds, print_fn):
       'eval_split': 'validation', 'eval_every': 10**6,
       'output_dir': os.path.join(base.output_dir, 'tune', f'B{clients}',
                                  name)})
-  os.makedirs(tuning.output_dir, exist_ok=True)
-  results = tune_lib.tune(
-      tuning, settings, os.path.join(tuning.output_dir, f'tune_{name}.json'),
-      print_fn=lambda line: print_fn(f'[frontier] {name} B={clients} '
-                                     f'tuning: {line}'))
+  path = os.path.join(tuning.output_dir, f'tune_{name}.json')
+  if report_only:
+    results = tune_lib.stored_results(tuning, settings, path)
+  else:
+    os.makedirs(tuning.output_dir, exist_ok=True)
+    results = tune_lib.tune(
+        tuning, settings, path,
+        print_fn=lambda line: print_fn(f'[frontier] {name} B={clients} '
+                                       f'tuning: {line}'))
   return epsilon_sweep.choose(results, settings), results
 
 
 def tune_with_extensions(task, base, name, clients, grid, tune_seeds,
-                         extensions, print_fn):
+                         extensions, print_fn, report_only=False):
   """Tunes a point, extending its grid past an edge up to `extensions` times.
 
   Returns (setting, info); setting is None when every setting diverged.
@@ -215,7 +226,7 @@ def tune_with_extensions(task, base, name, clients, grid, tune_seeds,
 
   setting, results, settings, added = tune_lib.tune_past_edges(
       lambda grid_: tune_point(base, name, clients, grid_, tune_seeds,
-                               print_fn),
+                               print_fn, report_only),
       point_settings(task, base, name, clients, grid), extensions, announce)
   info = dict(tuned=True,
               edges=tune_lib.edges(setting, settings) if setting else [],
@@ -228,18 +239,22 @@ def tune_with_extensions(task, base, name, clients, grid, tune_seeds,
 
 
 def run_point(task, base, name, clients, grid, tune_seeds, print_fn,
-              extensions=0):
+              extensions=0, report_only=False):
   """Tunes (where there is a grid) and trains one point on the test split.
 
   Returns (records, info): info has the chosen setting, its validation
   scores, the settings added past an edge and the fields still at the edge
-  of the grid.
+  of the grid. `report_only` trains nothing: it returns the finished runs
+  (a note says what is missing).
   """
-  from experiments.runner import training  # pylint: disable=g-import-not-at-top
   setting, info = {}, dict(tuned=False, edges=[], validation={})
   if grid:
-    setting, info = tune_with_extensions(task, base, name, clients, grid,
-                                         tune_seeds, extensions, print_fn)
+    try:
+      setting, info = tune_with_extensions(task, base, name, clients, grid,
+                                           tune_seeds, extensions, print_fn,
+                                           report_only)
+    except tune_lib.NotTrainedYet as e:
+      return [], dict(info, note=str(e))
     if setting is None:
       print_fn(f'[frontier] {name} B={clients}: every setting diverged.')
       return [], dict(info, note='every tuned setting diverged')
@@ -249,14 +264,28 @@ def run_point(task, base, name, clients, grid, tune_seeds, print_fn,
       'clients_per_round': clients,
       'output_dir': os.path.join(base.output_dir, f'B{clients}', name,
                                  name_of_setting.replace(' ', '_'))})
-  print_fn(f'[frontier] {name} B={clients}: {name_of_setting}')
+  records, captured = _train_or_read(config, name, clients, name_of_setting,
+                                     print_fn, report_only)
+  info = dict(info, setting=name_of_setting, context=captured)
+  if report_only and len(records) < base.num_seeds:
+    info['note'] = (f'{name_of_setting}: {len(records)} of {base.num_seeds} '
+                    'seeds finished')
+  return records, info
+
+
+def _train_or_read(config, name, clients, label, print_fn, report_only):
+  """(records, context) of a point's test runs: trained, or read back."""
+  from experiments.runner import training  # pylint: disable=g-import-not-at-top
+  if report_only:
+    return training.finished_records(config), {}
+  print_fn(f'[frontier] {name} B={clients}: {label}')
   captured = {}
   records = training.run(config, print_fn=_warnings_only(print_fn),
                          context_out=captured)
   for r in records:
     print_fn(f"[frontier] {name} B={clients} seed {r['seed']}: "
              f"{100 * r['final_metric']:.2f}")
-  return records, dict(info, setting=name_of_setting, context=captured)
+  return records, captured
 
 
 def _warnings_only(print_fn):
@@ -319,7 +348,7 @@ def markdown(rows, context: dict, label: str) -> str:
                    f"{r['note']} | | | | | | | |")
       continue
     se = '' if r['se'] is None else f" ± {100 * r['se']:.2f}"
-    setting = r['setting']
+    setting = r['setting'] if not r['note'] else r['note']
     if r['tuned']:
       notes = ['tuned'] + ([f"extended to {r['extended']}"]
                            if r.get('extended') else [])
@@ -484,11 +513,12 @@ def _reference_lines(ax, reference, context):
 
 
 def run_frontier(base, points, grids, tune_seeds, print_fn=print,
-                 extensions=0):
+                 extensions=0, report_only=False):
   """Every point, cheapest first; returns (points, context, label).
 
   A tuned grid whose best value sits at an edge is extended one geometric
-  step past it, up to `extensions` times (`beyond_edge`).
+  step past it, up to `extensions` times (`beyond_edge`). `report_only`
+  trains nothing: every point reports the runs that have finished.
   """
   from experiments.data import tasks as tasks_lib  # pylint: disable=g-import-not-at-top
   task = tasks_lib.create_task(base.task, base.data_dir,
@@ -501,10 +531,13 @@ def run_frontier(base, points, grids, tune_seeds, print_fn=print,
   for clients, name in order:
     records, info = run_point(task, base, name, clients,
                               grids.get((name, clients)), tune_seeds,
-                              print_fn, extensions)
+                              print_fn, extensions, report_only)
     if records:
       context, label = dict(info['context']), records[0]['metric_label']
     done.append((name, clients, records, info))
+  if report_only:
+    from experiments.runner import training  # pylint: disable=g-import-not-at-top
+    context = training.reference_context(task, base)
   if 'dp_rec' in points and REFERENCE[1] in points.get(REFERENCE[0], ()):
     context['predicted_break_even'] = predicted_break_even(task, base,
                                                            print_fn)
@@ -554,7 +587,8 @@ def main(argv):
   except (TypeError, ValueError) as e:
     cli_lib.fail(e)
   done, context, label = run_frontier(base, points, grids, _TUNE_SEEDS.value,
-                                      extensions=_EXTEND_EDGES.value)
+                                      extensions=_EXTEND_EDGES.value,
+                                      report_only=_REPORT_ONLY.value)
   rows = summarize(done)
   paths = write(os.path.join(_STUDY.output_dir.value, _STUDY.task.value),
                 rows, context, label)
@@ -567,7 +601,7 @@ def _define_flags():
   """Defined only when run as a program (tests import this module)."""
   # pylint: disable=global-statement
   global _STUDY, _POINTS, _GRIDS, _ROUNDS, _TARGET_EPSILON, _NUM_SEEDS
-  global _TUNE_SEEDS, _EXTEND_EDGES
+  global _TUNE_SEEDS, _EXTEND_EDGES, _REPORT_ONLY
   _STUDY = cli_lib.define_study_flags('results/frontier')
   _POINTS = flags.DEFINE_string(
       'points', DEFAULT_POINTS,
@@ -588,6 +622,10 @@ def _define_flags():
       'extend_edges', 2,
       'How many times a tuned grid whose best value is its smallest or '
       'largest is extended one geometric step past that edge.')
+  _REPORT_ONLY = flags.DEFINE_bool(
+      'report_only', False,
+      'Train nothing: write the table and figure from the runs that have '
+      'finished (safe while another invocation is training).')
 
 
 def cli():

@@ -99,6 +99,30 @@ def base_fingerprint(base: config_lib.RunConfig) -> dict:
   return json.loads(json.dumps(fields, sort_keys=True, default=str))
 
 
+class NotTrainedYet(Exception):
+  """A report-only call met settings that have no stored result yet."""
+
+
+def stored_results(base: config_lib.RunConfig, settings: list,
+                   results_path: str) -> dict:
+  """The results `tune` stored for `settings` under `base`; trains nothing.
+
+  Raises:
+    NotTrainedYet: Naming how many settings have no result under `base`.
+  """
+  results = {}
+  if os.path.exists(results_path):
+    with open(results_path) as f:
+      results = json.load(f)
+  fingerprint = base_fingerprint(base)
+  results = {k: v for k, v in results.items() if v.get('base') == fingerprint}
+  missing = [key(s) for s in settings if key(s) not in results]
+  if missing:
+    raise NotTrainedYet(f'{len(missing)} of {len(settings)} tuning settings '
+                        f'not trained yet ({", ".join(missing)})')
+  return results
+
+
 def tune(base: config_lib.RunConfig, settings: list, results_path: str,
          print_fn=print) -> dict:
   """Trains every setting not yet in `results_path`; returns all results.
