@@ -337,12 +337,14 @@ class ReportTest(tf.test.TestCase):
     self.assertIn("|\n\nAgainst dp_fedavg at B = 40", text)
     self.assertIn("B' = 3,272", text)
     # Two runs of 5 rounds at 0.5 s per point, 2 points.
-    self.assertIn('Time, summed over runs: 0.00 h', text)
+    self.assertIn('Time, summed over runs: 0.00 h of tuning', text)
     rows = self._rows([0.21])
     rows[1]['tune_seconds'] = 5400.0
     self.assertEqual(frontier.time_line(rows),
-                     'Time, summed over runs: 1.50 h (0.00 h in the points\''
-                     ' training rounds, 1.50 h tuning).')
+                     'Time, summed over runs: 1.50 h of tuning runs (wall '
+                     "time) and 0.00 h in the points' training rounds "
+                     '(s/round x rounds: building and evaluation not '
+                     'counted).')
     self.assertAllClose(rows[0]['train_seconds'], 5.0)
 
   def test_predicted_break_even(self):
@@ -357,8 +359,10 @@ class ReportTest(tf.test.TestCase):
       return 'plan'
 
     def plan_for_run(task_, config, dp_rec_plan):
-      del task_, config
+      del task_
       self.assertEqual(dp_rec_plan, 'plan')
+      # The planner needs the task's defaults filled in.
+      self.assertEqual((config.rounds, config.clients_per_round), (5, 40))
       return types.SimpleNamespace(dp_rec=types.SimpleNamespace(
           extra=dict(break_even_clients_per_round=3272)))
 

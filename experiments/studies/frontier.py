@@ -375,12 +375,13 @@ def report_text(rows, context: dict, label: str) -> str:
 
 
 def time_line(rows) -> str:
-  """The time in training rounds, summed over every run (however many
-  invocations trained them): the points' seeds and their tuning."""
+  """The time of every run, however many invocations trained them: the
+  tuning runs' wall time, the points' time in training rounds."""
   train = sum(r.get('train_seconds', 0.0) for r in rows) / 3600
   tune = sum(r.get('tune_seconds', 0.0) for r in rows) / 3600
-  return (f'Time, summed over runs: {train + tune:.2f} h ({train:.2f} h in '
-          f'the points\' training rounds, {tune:.2f} h tuning).')
+  return (f'Time, summed over runs: {tune:.2f} h of tuning runs (wall '
+          f'time) and {train:.2f} h in the points\' training rounds (s/round'
+          ' x rounds: building and evaluation not counted).')
 
 
 def verdict(rows, predicted=None) -> list[str]:
@@ -552,11 +553,11 @@ def predicted_break_even(task, base, print_fn=print):
   """
   from experiments.runner import planning  # pylint: disable=g-import-not-at-top
   from experiments.runner import training  # pylint: disable=g-import-not-at-top
-  config = config_lib.RunConfig(**{**base.asdict(), 'aggregators': ('dp_rec',),
-                                   'clients_per_round': REFERENCE[1]})
+  config = config_lib.RunConfig(**{
+      **base.asdict(), 'aggregators': ('dp_rec',),
+      'clients_per_round': REFERENCE[1]}).resolved(task)
   try:
-    dp_rec_plan = training.plan_for(task, config.resolved(task), 'dp_rec',
-                                    False)
+    dp_rec_plan = training.plan_for(task, config, 'dp_rec', False)
     result = planning.plan_for_run(task, config, dp_rec_plan)
   except ValueError as e:
     print_fn(f'[frontier] the planner could not plan B = {REFERENCE[1]}: {e}')
