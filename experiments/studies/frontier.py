@@ -482,7 +482,7 @@ def plot(path, rows, context, label) -> None:
       x = [r[key] for r in mine]
       y = [100 * r['mean'] for r in mine]
       se = [100 * (r['se'] or 0.0) for r in mine]
-      line, = ax.plot(x, y, marker='o', label=name)
+      line, = ax.plot(x, y, marker='o', label=name, color=_COLORS.get(name))
       ax.fill_between(x, [a - b for a, b in zip(y, se)],
                       [a + b for a, b in zip(y, se)],
                       color=line.get_color(), alpha=0.2)
@@ -492,6 +492,10 @@ def plot(path, rows, context, label) -> None:
                       textcoords='offset points', xytext=(4, -10), fontsize=7)
     _reference_lines(ax, reference, context)
     ax.set_xscale('log')
+    if key == 'clients_per_round':  # The sizes trained, as plain numbers.
+      sizes = sorted({r[key] for r in rows})
+      ax.set_xticks(sizes, [str(b) for b in sizes])
+      ax.minorticks_off()
     ax.set_xlabel(xlabel)
     ax.grid(alpha=0.3)
   axes[0].set_ylabel(f'final {label} (%), test split')
@@ -504,9 +508,15 @@ def plot(path, rows, context, label) -> None:
   plt.close(fig)
 
 
+# The colours of the other studies' figures (studies.real_images).
+_COLORS = {'dp_fedavg': 'tab:orange', 'dp_rec': 'tab:blue',
+           'ddgauss16': 'tab:green'}
+
+
 def _reference_lines(ax, reference, context):
   if reference:
-    ax.axhline(100 * reference[0]['mean'], color='tab:orange', ls='--',
+    ax.axhline(100 * reference[0]['mean'], color=_COLORS[REFERENCE[0]],
+               ls='--',
                lw=1, label=f'dp_fedavg at B={REFERENCE[1]}')
   if context.get('frequent_tags') is not None:
     ax.axhline(100 * context['frequent_tags'], color='black', ls=':', lw=1,
