@@ -242,6 +242,10 @@ class MainJobPipelineTest(tf.test.TestCase):
         [(r['aggregator'], r['seed'], r['final_metric']) for r in records])
     self.assertEqual(training.finished_records(config_lib.RunConfig(
         **{**config.asdict(), 'rounds': 4})), [])
+    elsewhere = os.path.join(output_dir, 'never_trained')
+    self.assertEqual(training.finished_records(config_lib.RunConfig(
+        **{**config.asdict(), 'output_dir': elsewhere})), [])
+    self.assertFalse(os.path.exists(elsewhere))  # Nothing written.
     # The two seeds are different runs: the initial model differs between
     # seeds and is shared by every aggregator of a seed (paired runs).
     # Private runs draw fresh noise, so only FedAvg's final metric is a

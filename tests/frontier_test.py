@@ -299,6 +299,19 @@ class ReportTest(tf.test.TestCase):
       self.assertLen(list(csv.DictReader(f)), 4)
     self.assertGreater(os.path.getsize(paths[2]), 10_000)
 
+  def test_write_before_anything_finished(self):
+    rows = frontier.summarize([('dp_rec', 40, [], dict(
+        note='task defaults: 0 of 3 seeds finished'))])
+    directory = self.create_tempdir().full_path
+    paths = frontier.write(directory, rows, {}, 'recall@5')
+    self.assertEqual(sorted(os.listdir(directory)),
+                     ['frontier.csv', 'frontier.md'])  # No temporaries.
+    self.assertEqual([os.path.basename(p) for p in paths],
+                     ['frontier.csv', 'frontier.md'])
+    with open(paths[1]) as f:
+      self.assertIn('| dp_rec | 40 | task defaults: 0 of 3 seeds finished |',
+                    f.read())
+
   def _rows(self, dp_rec_means):
     """DP-FedAvg at 40 (39 +- 1) and DP-REC at 40, 160, ... (SE 1 each)."""
     def point(name, b, mean, upload, download):
@@ -314,8 +327,9 @@ class ReportTest(tf.test.TestCase):
     # SE of each mean 1 point, so the gap's is sqrt(2).
     lines = frontier.verdict(self._rows([0.21, 0.27, 0.33, 0.36]),
                              predicted=3272)
-    self.assertEqual(lines[0], 'Against dp_fedavg at B = 40 (39.00%):')
-    self.assertIn('* dp_rec at B = 2560: -3.00 ± 1.41 points; upload '
+    self.assertEqual(lines[0],
+                     'Against dp_fedavg at B = 40 (39.00%, 2 seeds):')
+    self.assertIn('* dp_rec at B = 2560 (2 seeds): -3.00 ± 1.41 points; upload '
                   'x0.0016, total traffic x1.6.', lines)
     self.assertIn('Measured: dp_rec stays below dp_fedavg at B = 40 up to '
                   'B = 2560, by -3.00 ± 1.41 points.', lines)
@@ -324,13 +338,24 @@ class ReportTest(tf.test.TestCase):
     # Crossing between 640 (33) and 2560 (45): 39 is half way, in log B.
     lines = frontier.verdict(self._rows([0.21, 0.27, 0.33, 0.45]))
     self.assertIn('Measured: dp_rec reaches dp_fedavg at B = 40 between '
-                  'B = 640 and 2560 (about 1,280, interpolating its recall '
+                  'B = 640 and 2560 (about 1,280, interpolating its metric '
                   'linearly in log B).', lines)
     self.assertNotIn('planner', lines[-1])
     lines = frontier.verdict(self._rows([0.40]))
     self.assertIn('Measured: dp_rec reaches dp_fedavg at B = 40 at B = 40 '
                   'already.', lines)
     self.assertEqual(frontier.verdict(self._rows([])), [])
+    # A diverged point is named and left out of the break-even; a point
+    # with one seed has no SE, so neither has its gap.
+    rows = self._rows([0.21, math.nan, 0.33])
+    rows[3]['se'] = None
+    lines = frontier.verdict(rows, label='recall@5')
+    self.assertIn('* dp_rec at B = 160 (2 seeds): diverged; left out.', lines)
+    self.assertIn('Measured: dp_rec stays below dp_fedavg at B = 40 up to '
+                  'B = 640, by -6.00 points.', lines)
+    rows = self._rows([0.21, 0.27, 0.45])
+    rows[0]['mean'] = math.nan  # A diverged reference: no verdict.
+    self.assertEqual(frontier.verdict(rows), [])
     # The report carries the verdict under the table.
     text = frontier.report_text(self._rows([0.21]),
                                 dict(predicted_break_even=3272), 'recall@5')

@@ -259,3 +259,11 @@ def test_no_records():
   assert report.markdown_table([]) == '(no results)\n'
   assert report.summarize([]) == []
   assert report.write_plots('/nonexistent', [], {}) == []
+
+
+def test_mean_se_of_a_diverged_run_is_nan_without_se():
+  mean, se = report.mean_se([0.3, 0.5])
+  assert mean == pytest.approx(0.4) and se == pytest.approx(0.1)
+  mean, se = report.mean_se([0.3, math.nan, 0.5])
+  assert math.isnan(mean) and se is None
+  assert report.mean_se([0.3]) == (0.3, None)

@@ -67,8 +67,23 @@ class EdgeTest(tf.test.TestCase):
         ({'l2_clip': 0.2, 'server_lr': 3.0},  # Two varied fields.
          [{'l2_clip': a, 'server_lr': b} for a in (0.2, 1) for b in (3., 9.)]),
         ({'grouping': 'a'}, [{'grouping': 'a'}, {'grouping': 'b'}]),
-        ({'l2_clip': 0.0}, [{'l2_clip': 0.0}, {'l2_clip': 1.0}])):
+        ({'l2_clip': 0.0}, [{'l2_clip': 0.0}, {'l2_clip': 1.0}]),
+        # Blocks that do not all set the field, and mixed types.
+        ({'l2_clip': 0.5}, [{'l2_clip': 0.2}, {'l2_clip': 0.5},
+                            {'server_lr': 3.0}]),
+        ({'grouping': 8}, [{'grouping': 'tensor'}, {'grouping': 4},
+                           {'grouping': 8}]),
+        ({'bits': 1}, [{'bits': 1}, {'bits': 2}])):  # Down to 0.
       self.assertIsNone(tune.beyond_edge(chosen, settings), chosen)
+    # Int fields step to ints, at least one past the edge.
+    bits = [{'bits': b} for b in (4, 6, 8)]
+    self.assertEqual(tune.beyond_edge(bits[2], bits), {'bits': 11})
+    self.assertEqual(tune.beyond_edge(bits[0], bits), {'bits': 3})
+    close = [{'bits': b} for b in (9, 10)]
+    self.assertEqual(tune.beyond_edge(close[1], close), {'bits': 11})
+    self.assertEqual(tune.beyond_edge(close[0], close), {'bits': 8})
+    self.assertEqual(tune.edges({'grouping': 8}, [
+        {'grouping': 'tensor'}, {'grouping': 8}]), [])
 
   def test_tune_past_edges_grows_until_inside_or_out_of_steps(self):
     scores = {1.0: 0.1, 2.0: 0.2, 4.0: 0.3, 8.0: 0.25}

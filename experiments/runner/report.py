@@ -343,7 +343,12 @@ def group_by_aggregator(records: Sequence[dict]) -> dict:
 
 
 def mean_se(values: Sequence[float]) -> tuple:
-  """(mean, standard error of the mean), SE None for a single value."""
+  """(mean, standard error of the mean), SE None for a single value.
+
+  A non-finite value (a diverged run) makes the mean NaN and the SE None.
+  """
+  if not all(math.isfinite(v) for v in values):
+    return math.nan, None
   mean = statistics.fmean(values)
   if len(values) < 2:
     return mean, None

@@ -194,9 +194,7 @@ def setup(config: config_lib.RunConfig, print_fn=print):
     tasks.MissingDataError: If the task's data are missing.
   """
   worker_reaper.install()
-  task = tasks_lib.create_task(config.task, config.data_dir,
-                               embedded_config=config.embedded_config,
-                               population=config.population)
+  task = _create_task(config)
   config = config.resolved(task)
   task_dir = _prepare_output_dir(config)
   print_fn(f'[{task.name}] data: {task.data_source}. {task.data_note}')
@@ -222,14 +220,25 @@ def calibrate(task, config, names=None) -> dict:
             for name in names}
 
 
+def _create_task(config):
+  return tasks_lib.create_task(config.task, config.data_dir,
+                               embedded_config=config.embedded_config,
+                               population=config.population)
+
+
 def finished_records(config: config_lib.RunConfig) -> list:
   """The records of `config`'s runs that have finished; trains nothing.
 
   For a report on a study still running: a run counts only when its record
-  was written under this configuration (`finished_run`).
+  was written under this configuration (`finished_run`). Writes nothing in
+  the output folder (it need not exist).
   """
   quiet = lambda *a: None
-  task, config, task_dir = setup(config, quiet)
+  task = _create_task(config)
+  config = config.resolved(task)
+  task_dir = os.path.join(config.output_dir, config.task)
+  if not os.path.isdir(task_dir):
+    return []
   records = []
   for name, plan in calibrate(task, config).items():
     for seed in config.seeds:

@@ -42,6 +42,7 @@ GB, total GB and B, log x, with standard-error bands and DP-FedAvg's B = 40
 level).
 """
 
+import contextlib
 import csv
 import math
 import os
@@ -221,8 +222,9 @@ def tune_with_extensions(task, base, name, clients, grid, tune_seeds,
   Returns (setting, info); setting is None when every setting diverged.
   """
   def announce(setting, step):
-    print_fn(f'[frontier] {name} B={clients}: best at the edge '
-             f'({tune_lib.key(setting)}); trying {tune_lib.key(step)}')
+    if not report_only:
+      print_fn(f'[frontier] {name} B={clients}: best at the edge '
+               f'({tune_lib.key(setting)}); trying {tune_lib.key(step)}')
 
   setting, results, settings, added = tune_lib.tune_past_edges(
       lambda grid_: tune_point(base, name, clients, grid_, tune_seeds,
@@ -369,14 +371,14 @@ def markdown(rows, context: dict, label: str) -> str:
 
 def report_text(rows, context: dict, label: str) -> str:
   """The table, then the verdict (`verdict`) where it has one."""
-  lines = verdict(rows, context.get('predicted_break_even'))
+  lines = verdict(rows, context.get('predicted_break_even'), label)
   lines += ['', time_line(rows)] if lines else [time_line(rows)]
   return markdown(rows, context, label) + '\n' + '\n'.join(lines) + '\n'
 
 
 def time_line(rows) -> str:
-  """The time of every run, however many invocations trained them: the
-  tuning runs' wall time, the points' time in training rounds."""
+  """The tuning runs' wall time (of the invocation that finished each) and
+  the points' time in training rounds, summed over the finished runs."""
   train = sum(r.get('train_seconds', 0.0) for r in rows) / 3600
   tune = sum(r.get('tune_seconds', 0.0) for r in rows) / 3600
   return (f'Time, summed over runs: {tune:.2f} h of tuning runs (wall '
@@ -384,31 +386,39 @@ def time_line(rows) -> str:
           ' x rounds: building and evaluation not counted).')
 
 
-def verdict(rows, predicted=None) -> list[str]:
+def verdict(rows, predicted=None, label='metric') -> list[str]:
   """Where DP-REC meets DP-FedAvg at the reference B, as markdown lines.
 
   Per DP-REC point: its gap to the reference (SE from both points' SEs,
-  independent seeds), and its upload and total traffic as multiples of the
-  reference's. Then the measured break-even: the first B whose mean reaches
-  the reference's, with a log-linear interpolation between the points that
-  straddle it, or the gap at the largest B; then the planner's `predicted`
-  B' (None: not computed).
+  independent seeds; none unless both have one), and its upload and total
+  traffic as multiples of the reference's. Then the measured break-even:
+  the first B whose mean reaches the reference's, with a log-linear
+  interpolation between the points that straddle it, or the gap at the
+  largest B; then the planner's `predicted` B' (None: not computed).
+  Points with a non-finite mean (diverged) are named and left out.
   """
   reference = [r for r in rows if 'mean' in r and
                (r['aggregator'], r['clients_per_round']) == REFERENCE]
   ours = sorted((r for r in rows if r['aggregator'] == 'dp_rec' and
                  'mean' in r), key=lambda r: r['clients_per_round'])
-  if not reference or not ours:
+  if not reference or not ours or not math.isfinite(reference[0]['mean']):
     return []
   ref = reference[0]
   name = f'{REFERENCE[0]} at B = {REFERENCE[1]}'
-  lines = [f'Against {name} ({100 * ref["mean"]:.2f}%):', '']
+  lines = [f'Against {name} ({100 * ref["mean"]:.2f}%, '
+           f'{ref["seeds"]} seeds):', '']
   for r in ours:
+    head = f"* dp_rec at B = {r['clients_per_round']} ({r['seeds']} seeds): "
+    if not math.isfinite(r['mean']):
+      lines.append(head + 'diverged; left out.')
+      continue
     lines.append(
-        f"* dp_rec at B = {r['clients_per_round']}: "
-        f"{_gap(r, ref)} points; upload x{r['upload_gb'] / ref['upload_gb']:.3g}"
-        f", total traffic x{r['total_gb'] / ref['total_gb']:.3g}.")
-  lines += ['', _measured_break_even(ours, ref, name)]
+        head + f"{_gap(r, ref)} points; upload "
+        f"x{r['upload_gb'] / ref['upload_gb']:.3g}, total traffic "
+        f"x{r['total_gb'] / ref['total_gb']:.3g}.")
+  finite = [r for r in ours if math.isfinite(r['mean'])]
+  if finite:
+    lines += ['', _measured_break_even(finite, ref, name, label)]
   if predicted is not None:
     lines.append(f'The planner predicted B\' = {predicted:,} (equal noise '
                  'over the clip).')
@@ -417,12 +427,12 @@ def verdict(rows, predicted=None) -> list[str]:
 
 def _gap(row, ref) -> str:
   gap = 100 * (row['mean'] - ref['mean'])
-  ses = [x for x in (row['se'], ref['se']) if x is not None]
-  se = 100 * math.sqrt(sum(x * x for x in ses)) if ses else None
-  return f'{gap:+.2f}' + ('' if se is None else f' ± {se:.2f}')
+  if row['se'] is None or ref['se'] is None:
+    return f'{gap:+.2f}'
+  return f"{gap:+.2f} ± {100 * math.hypot(row['se'], ref['se']):.2f}"
 
 
-def _measured_break_even(ours, ref, name) -> str:
+def _measured_break_even(ours, ref, name, label) -> str:
   """The measured B at which DP-REC's mean first reaches the reference's."""
   below = None
   for r in ours:
@@ -434,8 +444,8 @@ def _measured_break_even(ours, ref, name) -> str:
       t = (ref['mean'] - m0) / (r['mean'] - m0)
       estimate = math.exp(math.log(b0) + t * (math.log(b) - math.log(b0)))
       return (f'Measured: dp_rec reaches {name} between B = {b0} and {b} '
-              f'(about {estimate:,.0f}, interpolating its recall linearly in '
-              'log B).')
+              f'(about {estimate:,.0f}, interpolating its {label} linearly '
+              'in log B).')
     below = r
   return (f"Measured: dp_rec stays below {name} up to B = "
           f"{ours[-1]['clients_per_round']}, by {_gap(ours[-1], ref)} points.")
@@ -448,20 +458,36 @@ def _noise(value, scale) -> str:
 
 
 def write(output_dir: str, rows, context: dict, label: str) -> list[str]:
-  """Writes frontier.csv, frontier.md (the table and `verdict`), .png."""
+  """Writes frontier.csv, frontier.md (the table and `verdict`) and, once a
+  point has finished, frontier.png; each replaced whole (written aside,
+  then renamed), so a reader never sees half a file."""
   os.makedirs(output_dir, exist_ok=True)
   csv_path = os.path.join(output_dir, 'frontier.csv')
   fields = list(dict.fromkeys(k for r in rows for k in r))
-  with open(csv_path, 'w', newline='') as f:
+  with _replacing(csv_path, newline='') as f:
     writer = csv.DictWriter(f, fieldnames=fields)
     writer.writeheader()
     writer.writerows(rows)
   md_path = os.path.join(output_dir, 'frontier.md')
-  with open(md_path, 'w') as f:
+  with _replacing(md_path) as f:
     f.write(report_text(rows, context, label))
+  finished = [r for r in rows if 'mean' in r]
+  if not finished:
+    return [csv_path, md_path]
   png_path = os.path.join(output_dir, 'frontier.png')
-  plot(png_path, [r for r in rows if 'mean' in r], context, label)
+  tmp = png_path + f'.{os.getpid()}.png'
+  plot(tmp, finished, context, label)
+  os.replace(tmp, png_path)
   return [csv_path, md_path, png_path]
+
+
+@contextlib.contextmanager
+def _replacing(path, **kwargs):
+  """A text file written at a temporary name, renamed onto `path` at exit."""
+  tmp = f'{path}.{os.getpid()}.tmp'
+  with open(tmp, 'w', **kwargs) as f:
+    yield f
+  os.replace(tmp, path)
 
 
 def plot(path, rows, context, label) -> None:
@@ -636,7 +662,8 @@ def _define_flags():
   _REPORT_ONLY = flags.DEFINE_bool(
       'report_only', False,
       'Train nothing: write the table and figure from the runs that have '
-      'finished (safe while another invocation is training).')
+      'finished (safe while another invocation is training; give it the '
+      'same --points, --grids and --extend_edges).')
 
 
 def cli():

@@ -165,13 +165,24 @@ def tune(base: config_lib.RunConfig, settings: list, results_path: str,
   return results
 
 
+def _numbers(settings, field):
+  """The sorted distinct values of `field`, or None unless every setting
+  has it as a number (not a bool)."""
+  values = [s.get(field) for s in settings]
+  if any(isinstance(v, bool) or not isinstance(v, (int, float)) or v != v
+         for v in values):
+    return None
+  return sorted(set(values))
+
+
 def edges(chosen: dict, settings) -> list[str]:
-  """The varied fields of a grid whose chosen value is its smallest or
-  largest ('noise_stddev (largest)'); [] inside the grid or untuned."""
+  """The varied numeric fields of a grid whose chosen value is its smallest
+  or largest ('noise_stddev (largest)'); [] inside the grid or untuned."""
   out = []
   for field in sorted(chosen):
-    values = sorted({s[field] for s in settings if field in s})
-    if len(values) > 1 and chosen[field] in (values[0], values[-1]):
+    values = _numbers(settings, field)
+    if values and len(values) > 1 and chosen[field] in (values[0],
+                                                        values[-1]):
       side = 'smallest' if chosen[field] == values[0] else 'largest'
       out.append(f'{field} ({side})')
   return out
@@ -180,28 +191,32 @@ def edges(chosen: dict, settings) -> list[str]:
 def beyond_edge(chosen: dict, settings):
   """One geometric step past the edge the chosen setting sits on, or None.
 
-  Only for a grid that varies one field over positive numbers: with the
-  values sorted, a chosen smallest v0 gives v0^2 / v1 and a chosen largest
-  v gives v^2 / (the one before), to 4 significant digits. None when the
-  setting is inside the grid, the grid varies several fields or has one
-  value, or the step lands on a value already tried.
+  Only for a grid that varies one field, in every setting, over positive
+  numbers: with the values sorted, a chosen smallest v0 gives v0^2 / v1 and
+  a chosen largest v gives v^2 / (the one before), to 4 significant digits
+  (an int field's step is rounded to an int, at least one past the edge).
+  None when the setting is inside the grid, the grid varies several fields,
+  has one value or mixes types, or the step is not a new positive value.
   """
   varied = [f for f in chosen
-            if len({s.get(f) for s in settings}) > 1]
+            if len({repr(s.get(f)) for s in settings}) > 1]
   if len(varied) != 1:
     return None
   field = varied[0]
-  values = sorted({s[field] for s in settings})
-  if any(isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0
-         for v in values):
+  values = _numbers(settings, field)
+  if values is None or values[0] <= 0:
     return None
   if chosen[field] == values[0]:
-    step = values[0] ** 2 / values[1]
+    step, edge, way = values[0] ** 2 / values[1], values[0], -1
   elif chosen[field] == values[-1]:
-    step = values[-1] ** 2 / values[-2]
+    step, edge, way = values[-1] ** 2 / values[-2], values[-1], 1
   else:
     return None
-  step = float(f'{step:.4g}')
+  if all(isinstance(v, int) for v in values):
+    step = int(round(step))
+    step = edge + way if (step - edge) * way < 1 else step
+  else:
+    step = float(f'{step:.4g}')
   if step <= 0 or step in values:
     return None
   return {**chosen, field: step}
