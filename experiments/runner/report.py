@@ -108,22 +108,9 @@ def markdown_table(records: Sequence[dict],
   if not records:
     return '(no results)\n'
   context = context or {}
-  first = records[0]
-  label = first.get('metric_label', 'metric')
+  label = records[0].get('metric_label', 'metric')
   rows = summarize(records)
-  counts = sorted({row['n_seeds'] for row in rows})
-  seeds = (str(counts[0]) if len(counts) == 1
-           else f'{counts[0]}-{counts[-1]}')
-  split = f", {context['split']} split" if context.get('split') else ''
-  lines = [
-      f"**{first['task']}** ({first['data_source']} data{split}), "
-      f"delta = {first['delta']:.3g}, {seeds} "
-      f"seed{'' if counts == [1] else 's'} per aggregator",
-      '',
-      f'| aggregator | {label} (%) | epsilon | local eps | accounting | '
-      'rounds | downlink | upload GB | download GB | total GB | s/round |',
-      '|---|---|---|---|---|---|---|---|---|---|---|',
-  ]
+  lines = _table_head(records[0], rows, context, label)
   for row in rows:
     lines.append(
         f"| {display_name(row['aggregator'])} | {_metric_cell(row)} | "
@@ -135,7 +122,30 @@ def markdown_table(records: Sequence[dict],
         f"{row['seconds_per_round']:.2f} |")
   for name, value in baselines(context):
     lines.append(f'| {name} | {100 * value:.2f} |' + ' - |' * 9)
-  lines.append('')
+  lines += _table_notes(records, rows, context, label)
+  return '\n'.join(lines) + '\n'
+
+
+def _table_head(first, rows, context, label) -> list[str]:
+  """The caption line and the header of `markdown_table`."""
+  counts = sorted({row['n_seeds'] for row in rows})
+  seeds = (str(counts[0]) if len(counts) == 1
+           else f'{counts[0]}-{counts[-1]}')
+  split = f", {context['split']} split" if context.get('split') else ''
+  return [
+      f"**{first['task']}** ({first['data_source']} data{split}), "
+      f"delta = {first['delta']:.3g}, {seeds} "
+      f"seed{'' if counts == [1] else 's'} per aggregator",
+      '',
+      f'| aggregator | {label} (%) | epsilon | local eps | accounting | '
+      'rounds | downlink | upload GB | download GB | total GB | s/round |',
+      '|---|---|---|---|---|---|---|---|---|---|---|',
+  ]
+
+
+def _table_notes(records, rows, context, label) -> list[str]:
+  """The lines under `markdown_table`'s rows."""
+  lines = ['']
   lines.append(f'{label}: mean ± standard error over seeds (sample standard '
                'deviation / sqrt(n)); communication and s/round are means '
                'over seeds, epsilon the largest.')
@@ -168,7 +178,7 @@ def markdown_table(records: Sequence[dict],
   if context.get('wall_seconds') is not None:
     lines.append('')
     lines.append(f"Wall time {context['wall_seconds']:.0f} s.")
-  return '\n'.join(lines) + '\n'
+  return lines
 
 
 def communication_ratios(records: Sequence[dict],
@@ -310,28 +320,33 @@ def write_plots(output_dir: str, records: Sequence[dict], curves: dict,
     for name in shown:
       _draw_line(ax, name, seed_curves[name], x_fn, y_fn, names.index(name),
                  shown.index(name) if is_epsilon else 0)
-    if not is_epsilon:
-      for (base, value), color in zip(references, ('black', '0.5')):
-        ax.axhline(100 * value, linestyle='--', linewidth=1, color=color,
-                   label=base)
-    if x_fn is _communication_gb:
-      ax.set_xscale('log')
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.set_title(title, fontsize=10)
-    ax.grid(True, alpha=0.3, which='both' if x_fn else 'major')
-    if ax.get_legend_handles_labels()[0]:
-      ax.legend(fontsize=8)
-    else:
-      ax.text(0.5, 0.5, 'no private aggregator evaluated' if is_epsilon
-              else 'no evaluation points', ha='center', va='center',
-              transform=ax.transAxes)
+    _finish_panel(ax, [] if is_epsilon else references, x_fn, xlabel, ylabel,
+                  title, 'no private aggregator evaluated' if is_epsilon
+                  else 'no evaluation points')
     fig.tight_layout()
     path = os.path.join(output_dir, filename)
     fig.savefig(path, dpi=_DPI)
     plt.close(fig)
     paths.append(path)
   return paths
+
+
+def _finish_panel(ax, references, x_fn, xlabel, ylabel, title, empty_text):
+  """Reference lines, axes, title and legend (or `empty_text`) of a panel."""
+  for (base, value), color in zip(references, ('black', '0.5')):
+    ax.axhline(100 * value, linestyle='--', linewidth=1, color=color,
+               label=base)
+  if x_fn is _communication_gb:
+    ax.set_xscale('log')
+  ax.set_xlabel(xlabel)
+  ax.set_ylabel(ylabel)
+  ax.set_title(title, fontsize=10)
+  ax.grid(True, alpha=0.3, which='both' if x_fn else 'major')
+  if ax.get_legend_handles_labels()[0]:
+    ax.legend(fontsize=8)
+  else:
+    ax.text(0.5, 0.5, empty_text, ha='center', va='center',
+            transform=ax.transAxes)
 
 
 def group_by_aggregator(records: Sequence[dict]) -> dict:

@@ -125,14 +125,20 @@ def run(config: config_lib.RunConfig, print_fn=print,
     context_out.update(context)
   if config.job_runs is None:
     _report(task, task_dir, results, curves, context, print_fn)
+  _print_costs(compiled, print_fn)
+  return results
+
+
+def _print_costs(compiled_before: dict, print_fn):
+  """Time by phase, and computations compiled since `compiled_before`."""
   print_fn('Time by phase (s): ' + ', '.join(
       f'{k} {v:.1f}' for k, v in sorted(_PHASES.items(),
                                           key=lambda kv: -kv[1])))
+  stats = compile_cache.stats
   print_fn(f'Compiled computations: '
-           f'{compile_cache.stats["hits"] - compiled["hits"]} from the cache, '
-           f'{compile_cache.stats["misses"] - compiled["misses"]} compiled '
+           f'{stats["hits"] - compiled_before["hits"]} from the cache, '
+           f'{stats["misses"] - compiled_before["misses"]} compiled '
            f'(cache: {compile_cache.directory() or "off"}).')
-  return results
 
 
 def _start_pool(task, config, print_fn):
