@@ -98,6 +98,14 @@ class RunConfig:
   job_runs: Optional[tuple] = None
 
   def __post_init__(self):
+    self._check_aggregators()
+    self._check_counts()
+    self._check_numbers()
+    self._check_choices()
+    self._check_fixed_parameters()
+
+  def _check_aggregators(self):
+    """Aggregators known, listed once (normalised to a tuple)."""
     object.__setattr__(self, 'aggregators', tuple(self.aggregators))
     if not self.aggregators:
       raise ValueError('aggregators is empty; choose from '
@@ -111,6 +119,9 @@ class RunConfig:
     if duplicates:
       raise ValueError(f'aggregators lists {", ".join(duplicates)} more than '
                        f'once: {",".join(self.aggregators)}.')
+
+  def _check_counts(self):
+    """Integer fields, jobs against workers, and `job_runs`."""
     for name in ('rounds', 'clients_per_round', 'bits', 'eval_every'):
       _check_int(getattr(self, name), name, minimum=1, optional=True)
     _check_int(self.eval_examples, 'eval_examples', minimum=1, optional=True)
@@ -136,6 +147,9 @@ class RunConfig:
             f'of aggregators {self.aggregators}, found {self.job_runs!r}.')
     _check_int(self.insecure_test_seed, 'insecure_test_seed', minimum=None,
                optional=True)
+
+  def _check_numbers(self):
+    """Positive rates, clips and noises; delta and momentum in range."""
     for name in ('noise_stddev', 'l2_clip', 'noise_multiplier', 'clip_ratio',
                  'client_lr', 'server_lr'):
       _check_positive(getattr(self, name), name, optional=True)
@@ -152,6 +166,9 @@ class RunConfig:
       if not 0 <= self.server_momentum < 1:
         raise ValueError('server_momentum must be in [0, 1), found '
                          f'{self.server_momentum!r}.')
+
+  def _check_choices(self):
+    """Fields with a fixed set of values, population and grouping."""
     if self.eval_split not in EVAL_SPLITS:
       raise ValueError(f'eval_split must be one of {EVAL_SPLITS}, found '
                        f'{self.eval_split!r}.')
@@ -177,6 +194,9 @@ class RunConfig:
         self.grouping not in ('tensor', 'network')):
       raise ValueError("grouping must be 'tensor', 'network' or an int, "
                        f'found {self.grouping!r}.')
+
+  def _check_fixed_parameters(self):
+    """Fixed noise parameters: in range, for an aggregator that is run."""
     for name, (low, high) in _FIXED_PARAMETER_RANGES.items():
       value = getattr(self, name)
       if value is not None and not low <= value <= high:
