@@ -19,6 +19,7 @@ from experiments.runner import config as config_lib
 from experiments.runner import execution
 from experiments.runner import plans
 from experiments.runner import report
+from experiments.runner import sampling
 from experiments.data import stackoverflow_data
 from experiments.data import tasks
 from experiments.runner import training
@@ -145,7 +146,7 @@ class ClientSamplingTest(tf.test.TestCase):
     counts = collections.Counter()
     sizes = []
     for _ in range(rounds):
-      sample = training.sample_clients(rng, ids, b, plans.POISSON)
+      sample = sampling.sample_clients(rng, ids, b, plans.POISSON)
       self.assertLen(set(sample), len(sample))  # No client twice.
       sizes.append(len(sample))
       counts.update(sample)
@@ -165,15 +166,15 @@ class ClientSamplingTest(tf.test.TestCase):
     rng = np.random.default_rng(4)
     ids = [f'c{i}' for i in range(6)]
     for _ in range(50):
-      fixed = training.sample_clients(rng, ids, 6, plans.FIXED_SIZE)
+      fixed = sampling.sample_clients(rng, ids, 6, plans.FIXED_SIZE)
       self.assertCountEqual(fixed, ids)
-    repeats = [len(set(training.sample_clients(
+    repeats = [len(set(sampling.sample_clients(
         rng, ids, 6, plans.WITH_REPLACEMENT))) < 6 for _ in range(50)]
     self.assertGreater(sum(repeats), 40)  # P(no repeat) = 6!/6^6 = 0.015.
 
   def test_unknown_scheme(self):
     with self.assertRaisesRegex(ValueError, "sampling must be.*'bogus'"):
-      training.sample_clients(np.random.default_rng(0), ['a'], 1, 'bogus')
+      sampling.sample_clients(np.random.default_rng(0), ['a'], 1, 'bogus')
 
 
 class MissingDataTest(parameterized.TestCase):

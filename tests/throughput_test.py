@@ -24,6 +24,7 @@ from experiments.data import stackoverflow_data
 from experiments.data import tasks
 from experiments.runner import execution
 from experiments.runner import plans
+from experiments.runner import sampling
 from experiments.runner import training
 from experiments.studies import throughput
 
@@ -76,7 +77,7 @@ class FastPathIsBitIdenticalTest(tf.test.TestCase):
     models = [initial.trainable]
     for round_num, ids in enumerate(self.rounds, start=1):
       state = process.next(
-          state, make_input(ids, training.client_data_seed(0, round_num))
+          state, make_input(ids, sampling.client_data_seed(0, round_num))
       ).state
       models.append(process.get_model_weights(state).trainable)
     return models

@@ -34,6 +34,7 @@ from experiments.runner import planning
 from experiments.runner import plans
 from experiments.runner import records
 from experiments.runner import report
+from experiments.runner import sampling as sampling_lib
 from experiments.infra import worker_reaper
 from experiments.data import tasks as tasks_lib
 
@@ -546,40 +547,13 @@ def _within_budget(run_, progress, round_num) -> bool:
   return True
 
 
-def sample_clients(rng: np.random.Generator, client_ids, clients_per_round: int,
-                   sampling: str) -> np.ndarray:
-  """One round's clients, drawn as `sampling` (a `plans.SAMPLINGS` scheme).
-
-  Poisson sampling includes each of the N clients independently with
-  probability B/N: the round has B clients on average, possibly none (the
-  aggregators then release noise alone, as their accounting assumes).
-  """
-  client_ids = np.asarray(client_ids)
-  if sampling == plans.POISSON:
-    rate = clients_per_round / len(client_ids)
-    return client_ids[rng.random(len(client_ids)) < rate]
-  if sampling not in (plans.WITH_REPLACEMENT, plans.FIXED_SIZE):
-    raise ValueError(f'sampling must be one of {plans.SAMPLINGS}, found '
-                     f'{sampling!r}.')
-  return rng.choice(client_ids, size=clients_per_round,
-                    replace=sampling == plans.WITH_REPLACEMENT)
-
-
-def client_data_seed(seed: int, round_num: int) -> list:
-  """Seeds the order of the round's client examples (a function of both)."""
-  return [_CLIENT_DATA_STREAM, seed, round_num]
-
-
-_CLIENT_DATA_STREAM = 0xDA7A
-
-
 def _run_round(run_, progress, state, round_num):
   """Samples, records the ledger, runs one round; returns (state, row)."""
   config, plan = run_.config, run_.plan
   # The state is restored next; the seed only avoids drawing OS entropy.
   rng = np.random.default_rng(0)
   rng.bit_generator.state = progress.rng_state
-  ids = sample_clients(rng, run_.task.train_client_ids,
+  ids = sampling_lib.sample_clients(rng, run_.task.train_client_ids,
                        config.clients_per_round, plan.sampling)
   progress.rng_state = rng.bit_generator.state
   if run_.history is not None:
@@ -598,7 +572,7 @@ def _run_round(run_, progress, state, round_num):
   _maybe_kill(run_.name, round_num, 'started')
   with _timed('client datasets'):
     round_input = run_.task.round_input(
-        ids, seed=client_data_seed(config.seed, round_num))
+        ids, seed=sampling_lib.client_data_seed(config.seed, round_num))
   t0 = time.time()
   with _timed('process.next'):
     output = run_.process.next(state, round_input)
@@ -720,11 +694,6 @@ def _trace_start(name: str, round_num: int):
 
 
 def _jsonable(params):
-  out = {}
-  for key, value in params.items():
-    if isinstance(value, (np.integer,)):
-      value = int(value)
-    elif isinstance(value, (np.floating,)):
-      value = float(value)
-    out[key] = value
-  return out
+  """NumPy scalars as Python ones (JSON has no numpy types)."""
+  return {k: v.item() if isinstance(v, np.generic) else v
+          for k, v in params.items()}

@@ -82,10 +82,10 @@ def _own_cpu() -> float:
 
 
 def _sampled(task, clients_per_round, rounds):
-  from experiments.runner import training  # pylint: disable=g-import-not-at-top
+  from experiments.runner import sampling  # pylint: disable=g-import-not-at-top
   from experiments.runner import plans  # pylint: disable=g-import-not-at-top
   rng = np.random.default_rng(0)
-  return [training.sample_clients(rng, task.train_client_ids,
+  return [sampling.sample_clients(rng, task.train_client_ids,
                                   clients_per_round, plans.FIXED_SIZE)
           for _ in range(rounds)]
 
@@ -121,7 +121,7 @@ def time_rounds(process, make_input, plan, path, sampled, *,
                 use_compile_cache: bool) -> Row:
   """Times `process` over `sampled` rounds fed by `make_input(ids, seed)`."""
   from experiments.runner import execution  # pylint: disable=g-import-not-at-top
-  from experiments.runner import training  # pylint: disable=g-import-not-at-top
+  from experiments.runner import sampling  # pylint: disable=g-import-not-at-top
   from experiments.infra import compile_cache  # pylint: disable=g-import-not-at-top
   from experiments.infra import worker_reaper  # pylint: disable=g-import-not-at-top
   times, inputs = [], []
@@ -132,7 +132,7 @@ def time_rounds(process, make_input, plan, path, sampled, *,
     state = process.initialize()
     for round_num, ids in enumerate(sampled, start=1):
       t0 = time.perf_counter()
-      round_input = make_input(ids, training.client_data_seed(0, round_num))
+      round_input = make_input(ids, sampling.client_data_seed(0, round_num))
       t1 = time.perf_counter()
       c0, p0, s0 = _children_cpu(), _own_cpu(), _children_cpu(system=True)
       state = process.next(state, round_input).state
@@ -170,7 +170,7 @@ def local_training_floor(task, client_lr: float, sampled, repeats: int = 3):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from experiments.data import stackoverflow_arrays  # pylint: disable=g-import-not-at-top
   from experiments.data import tasks  # pylint: disable=g-import-not-at-top
-  from experiments.runner import training  # pylint: disable=g-import-not-at-top
+  from experiments.runner import sampling  # pylint: disable=g-import-not-at-top
   datasets = stackoverflow_arrays.ClientDatasets(
       task.client_data.source, task.defaults.batch_size,
       tasks.TRAIN_MAX_ELEMENTS)
@@ -197,7 +197,7 @@ def local_training_floor(task, client_lr: float, sampled, repeats: int = 3):
     return [v - w for v, w in zip(variables, initial)]
 
   rounds = [[[tuple(t.numpy() for t in batch) for batch in d]
-             for d in datasets(ids, training.client_data_seed(0, r))]
+             for d in datasets(ids, sampling.client_data_seed(0, r))]
             for r, ids in enumerate(sampled[1:], start=2)]
   best = float('inf')
   for _ in range(repeats + 1):  # The first traces.
