@@ -373,9 +373,10 @@ class ReportTest(tf.test.TestCase):
     self.assertAllClose(rows[0]['train_seconds'], 5.0)
 
   def test_predicted_break_even(self):
-    task = types.SimpleNamespace(population=1000, defaults=types.SimpleNamespace(
-        rounds=5, clients_per_round=2, bits=None, grouping='network',
-        noise_stddev=0.006, l2_clip=0.2, eval_every=10, client_lr=0.1))
+    task = types.SimpleNamespace(
+        population=1000, defaults=types.SimpleNamespace(
+            rounds=5, clients_per_round=2, bits=None, grouping='network',
+            noise_stddev=0.006, l2_clip=0.2, eval_every=10, client_lr=0.1))
     seen = []
 
     def plan_for(task_, config, name, record_messages):

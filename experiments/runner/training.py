@@ -554,7 +554,7 @@ def _run_round(run_, progress, state, round_num):
   rng = np.random.default_rng(0)
   rng.bit_generator.state = progress.rng_state
   ids = sampling_lib.sample_clients(rng, run_.task.train_client_ids,
-                       config.clients_per_round, plan.sampling)
+                                    config.clients_per_round, plan.sampling)
   progress.rng_state = rng.bit_generator.state
   if run_.history is not None:
     with _timed('history downlink'):

@@ -19,10 +19,10 @@ fixed by c and B). Tuning runs train `--tune_seeds` seeds from
 `epsilon_sweep.TUNE_SEED_OFFSET` on, scored on the validation split, in
 `<output_dir>/tune/B<B>/<method>/`; the best mean wins. When it is the
 grid's smallest or largest value, the grid grows one geometric step past
-that edge and the new setting is tried, up to `--extend_edges` times. A point without a
-grid uses the task's defaults (tuned at B = 40 on validation,
-docs/EXPERIMENTS.md), which for DP-FedAvg at B > 40 is the rule the
-default grid checks at B = 2560.
+that edge and the new setting is tried, up to `--extend_edges` times. A
+point without a grid uses the task's defaults (tuned at B = 40 on
+validation, docs/EXPERIMENTS.md), which for DP-FedAvg at B > 40 is the
+rule the default grid checks at B = 2560.
 
 Then each point trains `--num_seeds` seeds (0, 1, ...) scored on the test
 split, in `<output_dir>/B<B>/<method>/<setting>/`. Everything resumes:
@@ -350,7 +350,7 @@ def markdown(rows, context: dict, label: str) -> str:
                    f"{r['note']} | | | | | | | |")
       continue
     se = '' if r['se'] is None else f" ± {100 * r['se']:.2f}"
-    setting = r['setting'] if not r['note'] else r['note']
+    setting = r['note'] or r['setting']
     if r['tuned']:
       notes = ['tuned'] + ([f"extended to {r['extended']}"]
                            if r.get('extended') else [])

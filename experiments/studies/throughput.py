@@ -246,11 +246,36 @@ def run(aggregators=DEFAULT_AGGREGATORS, paths=PATHS, rounds: int = 6,
         embedded_config=None, print_fn=print) -> dict:
   """Measures every (path, aggregator); prints and returns the figures."""
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
-  from experiments.data import tasks  # pylint: disable=g-import-not-at-top
-  from experiments.runner import config as config_lib  # pylint: disable=g-import-not-at-top
   from experiments.runner import execution  # pylint: disable=g-import-not-at-top
   from experiments.runner import plans  # pylint: disable=g-import-not-at-top
   from experiments.runner import training  # pylint: disable=g-import-not-at-top
+  task, config = _setup(aggregators, paths, rounds, clients_per_round,
+                        data_dir, embedded_config)
+  sampled = _sampled(task, clients_per_round, rounds)
+  print_fn(f'embedded SO-LR, N={task.population}, B={clients_per_round}, '
+           f'{rounds} rounds (the same clients on every path).')
+  if any(plans.get(a).needs_test_context for a in aggregators):
+    execution.allow_oversize_protos()
+  rows, plans_by_name = [], {}
+  for name in aggregators:
+    plan = training.plan_for(task, config, name, record_messages=False)
+    plans_by_name[name] = plan
+    for path in paths:
+      row = measure_path(task, config, plan, path, sampled)
+      rows.append(row)
+      _print_row(row, name, path, print_fn)
+  tff.backends.native.set_sync_local_cpp_execution_context()
+  floor, encode = _floors(task, config, plans_by_name, sampled, print_fn)
+  _print_table(rows, aggregators, floor, encode, print_fn)
+  return dict(rows=[dataclasses.asdict(r) for r in rows],
+              local_training_floor=floor, encode_floor=encode)
+
+
+def _setup(aggregators, paths, rounds, clients_per_round, data_dir,
+           embedded_config):
+  """(task, config) of `run`, after checking its arguments."""
+  from experiments.data import tasks  # pylint: disable=g-import-not-at-top
+  from experiments.runner import config as config_lib  # pylint: disable=g-import-not-at-top
   if rounds < 2:
     raise ValueError(f'rounds={rounds}: at least 2 (the first compiles).')
   for path in paths:
@@ -266,27 +291,24 @@ def run(aggregators=DEFAULT_AGGREGATORS, paths=PATHS, rounds: int = 6,
       task='stackoverflow_lr', aggregators=tuple(aggregators),
       data_dir=data_dir, embedded_config=embedded_config,
       clients_per_round=clients_per_round).resolved(task)
-  sampled = _sampled(task, clients_per_round, rounds)
-  print_fn(f'embedded SO-LR, N={task.population}, B={clients_per_round}, '
-           f'{rounds} rounds (the same clients on every path).')
-  if any(plans.get(a).needs_test_context for a in aggregators):
-    execution.allow_oversize_protos()
-  rows, plans_by_name = [], {}
-  for name in aggregators:
-    plan = training.plan_for(task, config, name, record_messages=False)
-    plans_by_name[name] = plan
-    for path in paths:
-      row = measure_path(task, config, plan, path, sampled)
-      rows.append(row)
-      print_fn(f'{path:>9} {name:>10}: {row.seconds_per_round:.3f} s/round '
-               f'({row.steady_seconds_per_round:.3f} steady, '
-               f'{row.client_rounds_per_second:.0f} client-rounds/s); '
-               f'inputs {row.inputs_seconds * 1e3:.0f} ms, first round '
-               f'+{row.first_round_extra:.2f} s, runtime CPU '
-               f'{row.worker_cpu_ms_per_client:.1f} ms/client, Python CPU '
-               f'{row.python_cpu_ms_per_client:.1f} ms/client; compiled '
-               f'{row.compiled}, from the cache {row.compiled_from_cache}')
-  tff.backends.native.set_sync_local_cpp_execution_context()
+  return task, config
+
+
+def _print_row(row, name, path, print_fn):
+  print_fn(f'{path:>9} {name:>10}: {row.seconds_per_round:.3f} s/round '
+           f'({row.steady_seconds_per_round:.3f} steady, '
+           f'{row.client_rounds_per_second:.0f} client-rounds/s); '
+           f'inputs {row.inputs_seconds * 1e3:.0f} ms, first round '
+           f'+{row.first_round_extra:.2f} s, runtime CPU '
+           f'{row.worker_cpu_ms_per_client:.1f} ms/client, Python CPU '
+           f'{row.python_cpu_ms_per_client:.1f} ms/client; compiled '
+           f'{row.compiled}, from the cache {row.compiled_from_cache}')
+
+
+def _floors(task, config, plans_by_name, sampled, print_fn):
+  """(local training floor, DP-REC's encode floor or None), printed."""
+  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  clients_per_round = config.clients_per_round
   floor = local_training_floor(task, config.client_lr, sampled)
   print_fn(f'floor: local training alone {floor:.3f} s/round '
            f'({1e3 * floor / clients_per_round:.2f} ms/client)')
@@ -299,6 +321,11 @@ def run(aggregators=DEFAULT_AGGREGATORS, paths=PATHS, rounds: int = 6,
     print_fn(f'floor: DP-REC encode alone {encode:.3f} s/round '
              f'({1e3 * encode / clients_per_round:.2f} ms/client, '
              f'{plans_by_name["dp_rec"].params["bits"]} bits)')
+  return floor, encode
+
+
+def _print_table(rows, aggregators, floor, encode, print_fn):
+  """The markdown table over the floors, and each fast path's speed-up."""
   print_fn('')
   print_fn('| path | aggregator | s/round | steady s/round | client-rounds/s '
            '| overhead ratio |')
@@ -317,8 +344,6 @@ def run(aggregators=DEFAULT_AGGREGATORS, paths=PATHS, rounds: int = 6,
                by_path['fast'].seconds_per_round)
       print_fn(f'{name}: the fast path is {ratio:.2f}x faster per round '
                'than the reference.')
-  return dict(rows=[dataclasses.asdict(r) for r in rows],
-              local_training_floor=floor, encode_floor=encode)
 
 
 def run_images(aggregators=('fedavg', 'dp_rec'), rounds: int = 6,

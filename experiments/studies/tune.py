@@ -99,6 +99,14 @@ def base_fingerprint(base: config_lib.RunConfig) -> dict:
   return json.loads(json.dumps(fields, sort_keys=True, default=str))
 
 
+def _read(results_path: str) -> dict:
+  """The results stored at `results_path` ({} before the first)."""
+  if not os.path.exists(results_path):
+    return {}
+  with open(results_path) as f:
+    return json.load(f)
+
+
 class NotTrainedYet(Exception):
   """A report-only call met settings that have no stored result yet."""
 
@@ -110,12 +118,9 @@ def stored_results(base: config_lib.RunConfig, settings: list,
   Raises:
     NotTrainedYet: Naming how many settings have no result under `base`.
   """
-  results = {}
-  if os.path.exists(results_path):
-    with open(results_path) as f:
-      results = json.load(f)
   fingerprint = base_fingerprint(base)
-  results = {k: v for k, v in results.items() if v.get('base') == fingerprint}
+  results = {k: v for k, v in _read(results_path).items()
+             if v.get('base') == fingerprint}
   missing = [key(s) for s in settings if key(s) not in results]
   if missing:
     raise NotTrainedYet(f'{len(missing)} of {len(settings)} tuning settings '
@@ -132,10 +137,7 @@ def tune(base: config_lib.RunConfig, settings: list, results_path: str,
   """
   # Imported here: TFF takes seconds to import, flag errors should not wait.
   from experiments.runner import training  # pylint: disable=g-import-not-at-top
-  results = {}
-  if os.path.exists(results_path):
-    with open(results_path) as f:
-      results = json.load(f)
+  results = _read(results_path)
   fingerprint = base_fingerprint(base)
   for setting in settings:
     name = key(setting)
@@ -224,7 +226,7 @@ def beyond_edge(chosen: dict, settings):
 
 def tune_past_edges(tune_grid, settings: list, extensions: int,
                     announce=lambda chosen, step: None):
-  """Tunes `settings`, growing the grid past an edge up to `extensions` times.
+  """Tunes `settings`; grows the grid past an edge, `extensions` times at most.
 
   Args:
     tune_grid: settings -> (chosen setting or None, results by `key`); it
