@@ -6,5 +6,6 @@
 * `data/`: tasks and their data.
 * `studies/`: reproduce (the paper's Table 1), epsilon sweep, tuning, audit,
   privacy tables, benchmarks; `python -m experiments.<study>` runs each.
-* `infra/`: TFF workers, their reaper, the downlink simulation.
+* `infra/`: TFF workers, their reaper, the downlink simulation, files
+  written whole or not at all.
 """

@@ -36,6 +36,7 @@ import numpy as np
 import tensorflow as tf
 
 from experiments.data import stackoverflow_data
+from experiments.infra import atomic_files
 
 CACHE_NAME = 'stackoverflow_arrays.npz'
 SPLITS = ('train', 'heldout', 'test')
@@ -253,9 +254,8 @@ def load(data_dir: str, word_vocab, tag_vocab) -> dict:
     arrays[f'{name}/client_ids'] = np.array(split.client_ids)
     for field in ('example_offsets', 'word_offsets', 'word_ids', 'tags'):
       arrays[f'{name}/{field}'] = getattr(split, field)
-  tmp = cache_path + f'.tmp{os.getpid()}.npz'
-  np.savez(tmp, **arrays)
-  os.replace(tmp, cache_path)
+  with atomic_files.replacing_path(cache_path, suffix='.npz') as tmp:
+    np.savez(tmp, **arrays)
   return splits
 
 

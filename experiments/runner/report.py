@@ -8,11 +8,12 @@ band, in the style of the DP-REC paper's Figure 1.
 """
 
 import csv
-import json
 import math
 import os
 import statistics
 from typing import Callable, Optional, Sequence
+
+from experiments.infra import atomic_files
 
 GIGABYTE_BITS = 8e9
 
@@ -40,11 +41,8 @@ _LINESTYLES = ('-', '--', '-.', ':')
 
 
 def write_summary(output_dir: str, records: Sequence[dict]) -> str:
-  path = os.path.join(output_dir, 'summary.json')
-  with open(path + '.tmp', 'w') as f:
-    json.dump(list(records), f, indent=1)
-  os.replace(path + '.tmp', path)
-  return path
+  return atomic_files.write_json(
+      os.path.join(output_dir, 'summary.json'), list(records))
 
 
 def summarize(records: Sequence[dict]) -> list[dict]:
@@ -225,10 +223,10 @@ def write_table(output_dir: str, records: Sequence[dict],
   Returns:
     The path of table.md.
   """
-  path = os.path.join(output_dir, 'table.md')
-  with open(path, 'w') as f:
-    f.write(markdown_table(records, context))
-  with open(os.path.join(output_dir, 'table.csv'), 'w', newline='') as f:
+  path = atomic_files.write_text(os.path.join(output_dir, 'table.md'),
+                                 markdown_table(records, context))
+  with atomic_files.replacing(os.path.join(output_dir, 'table.csv'),
+                              newline='') as f:
     writer = csv.DictWriter(f, fieldnames=SUMMARY_COLUMNS)
     writer.writeheader()
     for row in summarize(records):
@@ -255,7 +253,7 @@ def write_curves(output_dir: str, curves: dict,
   """
   path = os.path.join(output_dir, 'curves.csv')
   grouped = group_by_aggregator(records or [])
-  with open(path, 'w', newline='') as f:
+  with atomic_files.replacing(path, newline='') as f:
     writer = csv.writer(f)
     writer.writerow(CURVE_COLUMNS)
     for name, seed_curves in curves.items():
@@ -325,7 +323,8 @@ def write_plots(output_dir: str, records: Sequence[dict], curves: dict,
                   else 'no evaluation points')
     fig.tight_layout()
     path = os.path.join(output_dir, filename)
-    fig.savefig(path, dpi=_DPI)
+    with atomic_files.replacing_path(path, suffix='.png') as tmp:
+      fig.savefig(tmp, dpi=_DPI)
     plt.close(fig)
     paths.append(path)
   return paths

@@ -42,7 +42,6 @@ GB, total GB and B, log x, with standard-error bands and DP-FedAvg's B = 40
 level).
 """
 
-import contextlib
 import csv
 import math
 import os
@@ -55,6 +54,7 @@ from absl import flags
 # `app.run` fail to build (empty inbound nodes).
 import tensorflow as tf  # pylint: disable=unused-import
 
+from experiments.infra import atomic_files
 from experiments.runner import cli as cli_lib
 from experiments.runner import config as config_lib
 from experiments.runner import plans
@@ -464,30 +464,19 @@ def write(output_dir: str, rows, context: dict, label: str) -> list[str]:
   os.makedirs(output_dir, exist_ok=True)
   csv_path = os.path.join(output_dir, 'frontier.csv')
   fields = list(dict.fromkeys(k for r in rows for k in r))
-  with _replacing(csv_path, newline='') as f:
+  with atomic_files.replacing(csv_path, newline='') as f:
     writer = csv.DictWriter(f, fieldnames=fields)
     writer.writeheader()
     writer.writerows(rows)
   md_path = os.path.join(output_dir, 'frontier.md')
-  with _replacing(md_path) as f:
-    f.write(report_text(rows, context, label))
+  atomic_files.write_text(md_path, report_text(rows, context, label))
   finished = [r for r in rows if 'mean' in r]
   if not finished:
     return [csv_path, md_path]
   png_path = os.path.join(output_dir, 'frontier.png')
-  tmp = png_path + f'.{os.getpid()}.png'
-  plot(tmp, finished, context, label)
-  os.replace(tmp, png_path)
+  with atomic_files.replacing_path(png_path, suffix='.png') as tmp:
+    plot(tmp, finished, context, label)
   return [csv_path, md_path, png_path]
-
-
-@contextlib.contextmanager
-def _replacing(path, **kwargs):
-  """A text file written at a temporary name, renamed onto `path` at exit."""
-  tmp = f'{path}.{os.getpid()}.tmp'
-  with open(tmp, 'w', **kwargs) as f:
-    yield f
-  os.replace(tmp, path)
 
 
 def plot(path, rows, context, label) -> None:

@@ -1,10 +1,10 @@
 """Rendering of the reproduction: reproduce.json and REPRODUCTION.md."""
 
-import json
 import math
 import os
 from typing import Sequence
 
+from experiments.infra import atomic_files
 from experiments.studies import communication
 from experiments.studies import paper
 from experiments.studies import paper_models
@@ -12,9 +12,7 @@ from experiments.studies import utility
 
 
 def write_json(path: str, cells: Sequence[paper.Cell]) -> None:
-  with open(path + '.tmp', 'w') as f:
-    json.dump([c.to_dict() for c in cells], f, indent=1)
-  os.replace(path + '.tmp', path)
+  atomic_files.write_json(path, [c.to_dict() for c in cells])
 
 
 def _fmt(value):

@@ -50,6 +50,7 @@ import os
 import sys
 import time
 
+from experiments.infra import atomic_files
 from experiments.studies import communication
 from experiments.studies import paper
 from experiments.studies import privacy_rows
@@ -84,10 +85,9 @@ def reproduce(config: paper.ReproduceConfig, log=print) -> list:
 
 def _write(config, cells, runs, seconds, ablations):
   rendering.write_json(os.path.join(config.output_dir, 'reproduce.json'), cells)
-  path = os.path.join(config.output_dir, 'REPRODUCTION.md')
-  with open(path + '.tmp', 'w') as f:
-    f.write(rendering.render_markdown(config, cells, runs, seconds, ablations))
-  os.replace(path + '.tmp', path)
+  atomic_files.write_text(
+      os.path.join(config.output_dir, 'REPRODUCTION.md'),
+      rendering.render_markdown(config, cells, runs, seconds, ablations))
 
 
 def main(argv=None):

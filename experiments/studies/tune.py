@@ -38,6 +38,7 @@ from absl import flags
 # `app.run` fail to build (empty inbound nodes).
 import tensorflow as tf  # pylint: disable=unused-import
 
+from experiments.infra import atomic_files
 from experiments.runner import cli as cli_lib
 from experiments.runner import config as config_lib
 
@@ -160,10 +161,7 @@ def tune(base: config_lib.RunConfig, settings: list, results_path: str,
                          seconds=time.time() - start, base=fingerprint)
     print_fn(f'{name}: validation {100 * results[name]["mean"]:.2f}% '
              f'({time.time() - start:.0f} s)')
-    tmp = results_path + '.tmp'
-    with open(tmp, 'w') as f:
-      json.dump(results, f, indent=1)
-    os.replace(tmp, results_path)
+    atomic_files.write_json(results_path, results)
   return results
 
 

@@ -33,11 +33,11 @@ interrupted reproduction continues where it stopped.
 """
 
 import dataclasses
-import json
 import math
 import os
 from typing import Callable, Optional, Sequence
 
+from experiments.infra import atomic_files
 from experiments.runner import report
 from experiments.studies import paper
 
@@ -344,11 +344,8 @@ def _local_dp(config, epsilon, result, log) -> list:
 
 
 def write_json(output_dir: str, result: Ablations) -> str:
-  path = os.path.join(output_dir, 'ablations.json')
-  with open(path + '.tmp', 'w') as f:
-    json.dump(result.to_dict(), f, indent=1)
-  os.replace(path + '.tmp', path)
-  return path
+  return atomic_files.write_json(
+      os.path.join(output_dir, 'ablations.json'), result.to_dict())
 
 
 def write_plots(output_dir: str, result: Ablations) -> list:

@@ -1,0 +1,79 @@
+"""Files written whole or not at all: a temporary name, then a rename.
+
+A report, a table or a record that a reader (or a resumed run) opens must
+never be half written, even when the process is killed mid-write or two
+processes write the same file. Everything is written at a temporary name
+unique to this write, in the target's folder (so the rename stays on one file
+system and is atomic), and renamed onto the target when complete. A failed
+write removes its temporary file and leaves the previous target untouched.
+"""
+
+import contextlib
+import json
+import os
+import uuid
+from typing import Iterator
+
+
+@contextlib.contextmanager
+def replacing_path(path: str, suffix: str = '.tmp') -> Iterator[str]:
+  """Yields a temporary path; renames it onto `path` if the block succeeds.
+
+  For writers that take a file name (`savefig`, `np.savez`). `suffix` is the
+  temporary name's ending, for writers that choose a format by it.
+
+  Args:
+    path: The file to replace.
+    suffix: How the temporary name ends.
+
+  Yields:
+    The temporary path to write.
+  """
+  folder = os.path.dirname(path) or '.'
+  os.makedirs(folder, exist_ok=True)
+  # Not mkstemp: its files are private (0600), and a report should get the
+  # permissions any other file written here gets.
+  tmp = os.path.join(
+      folder, f'{os.path.basename(path)}.{os.getpid()}.{uuid.uuid4().hex}'
+      f'{suffix}')
+  try:
+    yield tmp
+    os.replace(tmp, path)
+  finally:
+    if os.path.exists(tmp):
+      os.remove(tmp)
+
+
+@contextlib.contextmanager
+def replacing(path: str, mode: str = 'w', **open_kwargs):
+  """Yields an open file whose contents replace `path` if the block succeeds.
+
+  Args:
+    path: The file to replace.
+    mode: `'w'` or `'wb'`.
+    **open_kwargs: Passed to `open` (`newline=''` for csv).
+
+  Yields:
+    The open temporary file.
+  """
+  if mode not in ('w', 'wb'):
+    raise ValueError(f"mode must be 'w' or 'wb', found {mode!r}.")
+  with replacing_path(path) as tmp:
+    with open(tmp, mode, **open_kwargs) as f:
+      yield f
+
+
+def write_text(path: str, text: str) -> str:
+  """Replaces `path` with `text`; returns `path`."""
+  with replacing(path) as f:
+    f.write(text)
+  return path
+
+
+def write_json(path: str, value, indent: int = 1) -> str:
+  """Replaces `path` with `value` as JSON; returns `path`.
+
+  The JSON is formed before the file is opened, so a value that cannot be
+  serialised raises without touching `path`.
+  """
+  return write_text(path, json.dumps(value, indent=indent))
