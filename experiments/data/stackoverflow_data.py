@@ -140,14 +140,45 @@ def tag_name(index: int) -> str:
   return f'tag{index:03d}'
 
 
+def _client_rows(cfg, rng, topics, names, key, n):
+  """One client's `n` example rows, and the words and tags it used.
+
+  `names` is (word names, tag names); `key` is (split, client id). Draws from
+  `rng` in a fixed order (the topic mixture, then example by example), so the
+  data is the same for the same seed.
+  """
+  words, tags = names
+  mixture = rng.dirichlet(
+      np.full(cfg['num_topics'], cfg['topic_concentration']))
+  rows = []
+  used_words, used_tags = set(), set()
+  for j in range(n):
+    topic = rng.choice(cfg['num_topics'], p=mixture)
+    length = int(rng.integers(5, 40))
+    from_topic = rng.random(length) < cfg['topic_word_fraction']
+    ids = np.where(
+        from_topic,
+        rng.choice(len(words), size=length, p=topics.topic_words[topic]),
+        rng.choice(len(words), size=length, p=topics.background))
+    num_example_tags = int(rng.integers(1, 4))
+    tag_ids = rng.choice(len(tags), size=num_example_tags, replace=False,
+                         p=topics.topic_tags[topic])
+    title_ids = ids[:min(6, length)]
+    example_words = [words[i] for i in ids]
+    example_tags = [tags[i] for i in tag_ids]
+    used_words.update(example_words)
+    used_tags.update(example_tags)
+    rows.append((*key, _example(' '.join(example_words),
+                                ' '.join(words[i] for i in title_ids),
+                                '|'.join(example_tags), j, rng)))
+  return rows, used_words, used_tags
+
+
 def _write(data_dir, cfg):
   rng = np.random.default_rng(cfg['seed'])
-  num_words, num_tags = cfg['num_words'], cfg['num_tags']
-  words = [word_name(i) for i in range(num_words)]
-  tags = [tag_name(i) for i in range(num_tags)]
+  words = [word_name(i) for i in range(cfg['num_words'])]
+  tags = [tag_name(i) for i in range(cfg['num_tags'])]
   topics = draw_topics(cfg, rng)
-  background, topic_words, topic_tags = (
-      topics.background, topics.topic_words, topics.topic_tags)
   mu, sigma2 = topics.mu, topics.sigma2
 
   connection = sqlite3.connect(os.path.join(data_dir, SQLITE_NAME + '.tmp'))
@@ -168,30 +199,8 @@ def _write(data_dir, cfg):
       client_number += 1
       n = int(min(cfg['max_examples'],
                   max(1, round(rng.lognormal(mu, math.sqrt(sigma2))))))
-      mixture = rng.dirichlet(
-          np.full(cfg['num_topics'], cfg['topic_concentration']))
-      rows = []
-      used_words, used_tags = set(), set()
-      for j in range(n):
-        topic = rng.choice(cfg['num_topics'], p=mixture)
-        length = int(rng.integers(5, 40))
-        from_topic = rng.random(length) < cfg['topic_word_fraction']
-        ids = np.where(
-            from_topic,
-            rng.choice(num_words, size=length, p=topic_words[topic]),
-            rng.choice(num_words, size=length, p=background))
-        num_example_tags = int(rng.integers(1, 4))
-        tag_ids = rng.choice(num_tags, size=num_example_tags, replace=False,
-                             p=topic_tags[topic])
-        title_ids = ids[:min(6, length)]
-        example_words = [words[i] for i in ids]
-        example_tags = [tags[i] for i in tag_ids]
-        used_words.update(example_words)
-        used_tags.update(example_tags)
-        rows.append((split, client_id,
-                     _example(' '.join(example_words),
-                              ' '.join(words[i] for i in title_ids),
-                              '|'.join(example_tags), j, rng)))
+      rows, used_words, used_tags = _client_rows(
+          cfg, rng, topics, (words, tags), (split, client_id), n)
       connection.executemany('INSERT INTO examples VALUES (?, ?, ?)', rows)
       connection.execute('INSERT INTO client_metadata VALUES (?, ?, ?)',
                          (client_id, split, n))

@@ -162,6 +162,51 @@ def idealisation_warning(params) -> Optional[str]:
           'docs/PRIVACY.md section 7); do not trust this epsilon.')
 
 
+def _rec_bits(spec, s, calibrated_c):
+  """(bits, calibrated c or None, bits margin met or None) of a REC plan."""
+  if s.bits is not None:
+    return s.bits, None, None
+  if not spec.private:
+    return PAPER_BITS, None, None
+  if s.clip_ratio is None:
+    return auto_bits(calibrated_c)
+  bits, _, margin_met = auto_bits(lambda _: s.clip_ratio)
+  return bits, None, margin_met
+
+
+def _rec_privacy(s, params, c, margin_met):
+  """DP-REC's params, accounting label, local epsilon and epsilon_after.
+
+  A clip ratio the user set (`s.clip_ratio`) must meet the target epsilon.
+  """
+  from tff_dprec import accounting  # pylint: disable=g-import-not-at-top
+  message = dict(bits=params['bits'], num_groups=params['num_groups'],
+                 accounting=s.accounting)
+  if s.clip_ratio is not None:
+    _check_within_budget('clip_ratio', c, accounting.dp_rec_epsilon(
+        clip_ratio=c, rounds=s.rounds, **message, **s.common), s)
+  params = dict(params, clip_ratio=c, l2_clip=c * s.noise_stddev,
+                accounting=accounting.canonical(s.accounting))
+  if margin_met is not None:
+    params['bits_from_c'] = True
+    if not margin_met:
+      # The cap: the coding may limit (more groups would not).
+      params['bits_margin_met'] = False
+  label = f'dp_rec_{accounting.canonical(s.accounting)}'
+  local_epsilon = accounting.dp_rec_local_epsilon(
+      clip_ratio=c, delta=s.delta, bits=params['bits'],
+      num_groups=params['num_groups'], accounting=_proven(s.accounting))
+
+  @functools.lru_cache(maxsize=None)  # The loop asks twice per round.
+  def epsilon_after(r, c=c):
+    if r == 0:
+      return 0.0
+    return accounting.dp_rec_epsilon(clip_ratio=c, rounds=r, **message,
+                                     **s.common)
+
+  return params, label, local_epsilon, epsilon_after
+
+
 def _build_rec(spec, s):
   """DP-REC (`dp_rec`) or compression-only REC (`rec`).
 
@@ -186,14 +231,7 @@ def _build_rec(spec, s):
             clip_ratio=c, rounds=s.rounds, **message, **s.common),
         s.target_epsilon, rounds=s.rounds, **message, **s.common)
 
-  bits, c, margin_met = s.bits, None, None
-  if bits is None:
-    if not spec.private:
-      bits = PAPER_BITS
-    elif s.clip_ratio is None:
-      bits, c, margin_met = auto_bits(calibrated_c)
-    else:
-      bits, _, margin_met = auto_bits(lambda _: s.clip_ratio)
+  bits, c, margin_met = _rec_bits(spec, s, calibrated_c)
   probe = dp_rec.DPRecSumFactory(noise_stddev=s.noise_stddev, l2_clip=1.0,
                                  bits=bits, grouping=s.grouping)
   num_groups = probe.num_groups(s.value_type)
@@ -202,34 +240,11 @@ def _build_rec(spec, s):
                 total_bits=bits * num_groups)
   clip, epsilon_after, label, local_epsilon = None, None, None, None
   if spec.private:
-    message = dict(bits=bits, num_groups=num_groups,
-                   accounting=s.accounting)
-    if s.clip_ratio is None:
-      c = c if c is not None else calibrated_c(bits)
-    else:
-      c = s.clip_ratio
-      _check_within_budget('clip_ratio', c, accounting.dp_rec_epsilon(
-          clip_ratio=c, rounds=s.rounds, **message, **s.common), s)
+    if c is None:
+      c = s.clip_ratio if s.clip_ratio is not None else calibrated_c(bits)
     clip = c * s.noise_stddev
-    params = dict(params, clip_ratio=c, l2_clip=clip,
-                  accounting=accounting.canonical(s.accounting))
-    if margin_met is not None:
-      params['bits_from_c'] = True
-      if not margin_met:
-        # The cap: the coding may limit (more groups would not).
-        params['bits_margin_met'] = False
-    label = f'dp_rec_{accounting.canonical(s.accounting)}'
-    local_epsilon = accounting.dp_rec_local_epsilon(
-        clip_ratio=c, delta=s.delta, bits=bits, num_groups=num_groups,
-        accounting=_proven(s.accounting))
-
-    @functools.lru_cache(maxsize=None)  # The loop asks twice per round.
-    def epsilon_after(r, c=c):
-      if r == 0:
-        return 0.0
-      return accounting.dp_rec_epsilon(clip_ratio=c, rounds=r, **message,
-                                       **s.common)
-
+    params, label, local_epsilon, epsilon_after = _rec_privacy(
+        s, params, c, margin_met)
   rec_sum = dp_rec.DPRecSumFactory(
       s.noise_stddev, clip, bits=bits, grouping=s.grouping,
       record_messages=s.record_messages,

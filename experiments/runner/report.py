@@ -302,17 +302,9 @@ def write_plots(output_dir: str, records: Sequence[dict], curves: dict,
   private = [n for n in names if any(
       p.get('epsilon') is not None and p['round'] > 0
       for c in seed_curves[n] for p in c)]
-  panels = [
-      ('metric_vs_round.png', f'{task}: {label} vs round', 'round',
-       f'{label} (%)', None, _metric, names),
-      ('metric_vs_communication.png', f'{task}: {label} vs communication',
-       'total communication, upload + download (GB, log scale)',
-       f'{label} (%)', _communication_gb, _metric, names),
-      ('epsilon_vs_round.png', f'{task}: epsilon vs round', 'round',
-       'epsilon spent', None, _epsilon, private),
-  ]
   paths = []
-  for filename, title, xlabel, ylabel, x_fn, y_fn, shown in panels:
+  for filename, title, xlabel, ylabel, x_fn, y_fn, shown in _panels(
+      task, label, names, private):
     fig, ax = plt.subplots(figsize=_FIGSIZE)
     is_epsilon = y_fn is _epsilon
     for name in shown:
@@ -328,6 +320,19 @@ def write_plots(output_dir: str, records: Sequence[dict], curves: dict,
     plt.close(fig)
     paths.append(path)
   return paths
+
+
+def _panels(task, label, names, private):
+  """(file, title, x label, y label, x_fn, y_fn, aggregators) per figure."""
+  return [
+      ('metric_vs_round.png', f'{task}: {label} vs round', 'round',
+       f'{label} (%)', None, _metric, names),
+      ('metric_vs_communication.png', f'{task}: {label} vs communication',
+       'total communication, upload + download (GB, log scale)',
+       f'{label} (%)', _communication_gb, _metric, names),
+      ('epsilon_vs_round.png', f'{task}: epsilon vs round', 'round',
+       'epsilon spent', None, _epsilon, private),
+  ]
 
 
 def _finish_panel(ax, references, x_fn, xlabel, ylabel, title, empty_text):

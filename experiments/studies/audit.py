@@ -62,28 +62,7 @@ def run_audit(*, dim: int = 16, clip_ratio: float = 2.0, bits: int = 7,
   t_values = np.array([
       float(release(w[:2], w[2:])) for w in words
   ])
-  thresholds = np.linspace(-4.0, 6.0, 101)
-  # Two directions x thresholds one-sided bounds, Bonferroni.
-  alpha = (1.0 - confidence) / (2 * len(thresholds))
-  best = dict(epsilon=0.0, threshold=None, direction=None)
-  for t in thresholds:
-    for direction in ('upper', 'lower'):
-      if direction == 'upper':
-        hits = int(np.sum(t_values > t))
-        p0 = stats.norm.sf(t)  # exact under v0
-        # e^eps >= (P1 - delta) / P0 with P1 lower-bounded.
-        p1_low = _clopper_pearson_lower(hits, trials, alpha)
-        numerator, denominator = p1_low - delta, p0
-      else:
-        hits = int(np.sum(t_values < t))
-        p0 = stats.norm.cdf(t)
-        # e^eps >= (P0 - delta) / P1 with P1 upper-bounded.
-        p1_high = _clopper_pearson_upper(hits, trials, alpha)
-        numerator, denominator = p0 - delta, p1_high
-      if numerator > 0 and denominator > 0:
-        eps = math.log(numerator / denominator)
-        if eps > best['epsilon']:
-          best = dict(epsilon=eps, threshold=float(t), direction=direction)
+  best = _best_lower_bound(t_values, delta, confidence)
   accountant_epsilon = accounting.dp_rec_local_epsilon(
       clip_ratio=clip_ratio, delta=delta, bits=bits, num_groups=len(bounds),
       rounds=1)
@@ -94,6 +73,38 @@ def run_audit(*, dim: int = 16, clip_ratio: float = 2.0, bits: int = 7,
               threshold=best['threshold'], direction=best['direction'],
               accountant_epsilon=accountant_epsilon,
               mean_statistic=float(t_values.mean()))
+
+
+def _best_lower_bound(t_values, delta, confidence):
+  """The largest epsilon lower bound over thresholds and both directions.
+
+  Under v0 the statistic is N(0, 1) exactly; under v1 its tail frequencies
+  are bounded by Clopper-Pearson intervals, Bonferroni-corrected over the
+  2 x 101 one-sided tests, so the bound holds with `confidence`.
+  """
+  thresholds = np.linspace(-4.0, 6.0, 101)
+  # Two directions x thresholds one-sided bounds, Bonferroni.
+  alpha = (1.0 - confidence) / (2 * len(thresholds))
+  best = dict(epsilon=0.0, threshold=None, direction=None)
+  for t in thresholds:
+    for direction in ('upper', 'lower'):
+      if direction == 'upper':
+        hits = int(np.sum(t_values > t))
+        p0 = stats.norm.sf(t)  # exact under v0
+        # e^eps >= (P1 - delta) / P0 with P1 lower-bounded.
+        p1_low = _clopper_pearson_lower(hits, len(t_values), alpha)
+        numerator, denominator = p1_low - delta, p0
+      else:
+        hits = int(np.sum(t_values < t))
+        p0 = stats.norm.cdf(t)
+        # e^eps >= (P0 - delta) / P1 with P1 upper-bounded.
+        p1_high = _clopper_pearson_upper(hits, len(t_values), alpha)
+        numerator, denominator = p0 - delta, p1_high
+      if numerator > 0 and denominator > 0:
+        eps = math.log(numerator / denominator)
+        if eps > best['epsilon']:
+          best = dict(epsilon=eps, threshold=float(t), direction=direction)
+  return best
 
 
 def _clopper_pearson_lower(successes, n, alpha):

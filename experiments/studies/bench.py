@@ -122,17 +122,10 @@ def codec(dims, bits_list, repeats):
   return rows
 
 
-def history_bench(words: int, tags: int, clients_per_round: int,
-                  rounds: int, repeats: int) -> dict:
-  """Measures history replay and checkpointing at one model size."""
-  import os  # pylint: disable=g-import-not-at-top
-  import tempfile  # pylint: disable=g-import-not-at-top
-  import numpy as np  # pylint: disable=g-import-not-at-top
+def _logistic_model_fn(words, tags):
+  """A `tff.learning` model_fn: one dense sigmoid layer, words -> tags."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
-  from experiments.runner import checkpoints  # pylint: disable=g-import-not-at-top
-  from tff_dprec import history  # pylint: disable=g-import-not-at-top
-  from tff_dprec.aggregators import dp_rec  # pylint: disable=g-import-not-at-top
 
   def model_fn():
     model = tf.keras.Sequential([
@@ -143,6 +136,38 @@ def history_bench(words: int, tags: int, clients_per_round: int,
         input_spec=(tf.TensorSpec([None, words], tf.float32),
                     tf.TensorSpec([None, tags], tf.float32)))
 
+  return model_fn
+
+
+def _checkpoint_bench(state, server, repeats):
+  """(best seconds per checkpoint save, bytes written) of a run's state."""
+  import os  # pylint: disable=g-import-not-at-top
+  import tempfile  # pylint: disable=g-import-not-at-top
+  from experiments.runner import checkpoints  # pylint: disable=g-import-not-at-top
+  with tempfile.TemporaryDirectory() as tmp:
+    checkpointer = checkpoints.RunCheckpointer(
+        tmp, dict(bench=True), print_fn=lambda *a: None)
+    process_like = (state.weights, state.optimizer_state)
+    driver = dict(history=server.get_state(), rng=dict(state=1))
+    versions = iter(range(1, 10**6))
+    save_s = _best_time(
+        lambda: checkpointer.save(next(versions), process_like, driver),
+        repeats)
+    size = sum(os.path.getsize(os.path.join(root, f))
+               for root, _, files in os.walk(tmp) for f in files)
+  return save_s, size
+
+
+def history_bench(words: int, tags: int, clients_per_round: int,
+                  rounds: int, repeats: int) -> dict:
+  """Measures history replay and checkpointing at one model size."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  from tff_dprec import history  # pylint: disable=g-import-not-at-top
+  from tff_dprec.aggregators import dp_rec  # pylint: disable=g-import-not-at-top
+
+  model_fn = _logistic_model_fn(words, tags)
   weights_type = tff.learning.models.weights_type_from_model(model_fn)
   factory = dp_rec.DPRecSumFactory(noise_stddev=0.4, l2_clip=0.5, bits=7,
                                    grouping=10000, record_messages=True)
@@ -176,17 +201,7 @@ def history_bench(words: int, tags: int, clients_per_round: int,
 
   decide_s = _best_time(decide, repeats)
   downlink, _ = decide()
-  with tempfile.TemporaryDirectory() as tmp:
-    checkpointer = checkpoints.RunCheckpointer(
-        tmp, dict(bench=True), print_fn=lambda *a: None)
-    process_like = (state.weights, state.optimizer_state)
-    driver = dict(history=server.get_state(), rng=dict(state=1))
-    versions = iter(range(1, 10**6))
-    save_s = _best_time(
-        lambda: checkpointer.save(next(versions), process_like, driver),
-        repeats)
-    size = sum(os.path.getsize(os.path.join(root, f))
-               for root, _, files in os.walk(tmp) for f in files)
+  save_s, size = _checkpoint_bench(state, server, repeats)
   params = words * tags + tags
   return dict(
       params=params, groups=groups, clients_per_round=clients_per_round,

@@ -352,18 +352,8 @@ def run_sweep(base, epsilons, grids, *, tune_seeds: int, controls: bool,
       eps_dir = os.path.join(base.output_dir, epsilon_dir(eps))
       default = config_lib.RunConfig(**{
           **base.asdict(), 'aggregators': (name,), 'target_epsilon': eps})
-      settings = grids.get(name) or [{}]
-      # Settings outside the idealisation are neither tuned nor run; c can
-      # depend on a setting (bits, grouping), so each is planned.
-      inside, clip_ratios = [], []
-      for setting in settings:
-        config = config_lib.RunConfig(**{**default.asdict(), **setting})
-        params = training.plan_for(task, config.resolved(task), name,
-                                   False).params
-        if _outside_idealisation(params):
-          clip_ratios.append(params['clip_ratio'])
-        else:
-          inside.append(setting)
+      inside, clip_ratios = _inside_idealisation(
+          task, default, grids.get(name) or [{}], name)
       if not inside:
         note = (f'not run: c = {min(clip_ratios):.3f} >= the idealisation '
                 f'limit {rec.IDEALISED_CLIP_RATIO_LIMIT:g} (docs/PRIVACY.md, '
@@ -373,18 +363,9 @@ def run_sweep(base, epsilons, grids, *, tune_seeds: int, controls: bool,
         continue
       setting = {}
       if grids.get(name):
-        tuning = config_lib.RunConfig(**{
-            **default.asdict(), 'num_seeds': tune_seeds,
-            'seed': base.seed + TUNE_SEED_OFFSET,
-            'eval_split': 'validation', 'eval_every': 10**6,
-            'output_dir': os.path.join(eps_dir, 'tune', name)})
-        os.makedirs(tuning.output_dir, exist_ok=True)
-        results = tune_lib.tune(
-            tuning, inside,
-            os.path.join(tuning.output_dir, f'tune_{name}.json'),
-            print_fn=lambda line, e=eps, n=name: print_fn(
-                f'[sweep] epsilon {e:g} {n} tuning: {line}'))
-        setting = choose(results, inside)
+        setting = _tuned(default, inside, os.path.join(eps_dir, 'tune', name),
+                         tune_seeds, lambda line, e=eps, n=name: print_fn(
+                             f'[sweep] epsilon {e:g} {n} tuning: {line}'))
         if setting is None:
           note = 'not run: every tuned setting diverged (non-finite metric)'
           print_fn(f'[sweep] epsilon {eps:g} {name}: {note}')
@@ -405,6 +386,40 @@ def run_sweep(base, epsilons, grids, *, tune_seeds: int, controls: bool,
                  f"{r['seed']}: {100 * r['final_metric']:.2f}")
       points.append((eps, records, setting))
   return points, context, label
+
+
+def _inside_idealisation(task, default, settings, name):
+  """(settings inside the idealisation, clip ratios of those outside).
+
+  Settings outside it are neither tuned nor run; c can depend on a setting
+  (bits, grouping), so each is planned.
+  """
+  from experiments.runner import training  # pylint: disable=g-import-not-at-top
+  inside, clip_ratios = [], []
+  for setting in settings:
+    config = config_lib.RunConfig(**{**default.asdict(), **setting})
+    params = training.plan_for(task, config.resolved(task), name,
+                               False).params
+    if _outside_idealisation(params):
+      clip_ratios.append(params['clip_ratio'])
+    else:
+      inside.append(setting)
+  return inside, clip_ratios
+
+
+def _tuned(default, settings, output_dir, tune_seeds, print_fn):
+  """The best of `settings` on validation (None if all diverged)."""
+  tuning = config_lib.RunConfig(**{
+      **default.asdict(), 'num_seeds': tune_seeds,
+      'seed': default.seed + TUNE_SEED_OFFSET,
+      'eval_split': 'validation', 'eval_every': 10**6,
+      'output_dir': output_dir})
+  os.makedirs(output_dir, exist_ok=True)
+  name, = default.aggregators
+  results = tune_lib.tune(
+      tuning, settings, os.path.join(output_dir, f'tune_{name}.json'),
+      print_fn=print_fn)
+  return choose(results, settings)
 
 
 def _define_flags():

@@ -315,11 +315,21 @@ def _local_dp(config, epsilon, result, log) -> list:
                         paper.DP_FEDAVG: central.of('dp_fedavg'),
                         **{m: v[2] for m, v in variants.items()}})
   result.local.append(entry)
-  basis = (f'ablation: local DP at central epsilon {epsilon:g}; '
+  log(f'ablation local DP epsilon={epsilon:g}: local {local:.3g}, z={z:.3g}, '
+      + ', '.join(f'{m} {_metric(r)[0]:.2f}'
+                  for m, r in entry['records'].items()))
+  return _local_dp_cells(config, entry, central)
+
+
+def _local_dp_cells(config, entry, central) -> list:
+  """The four cells of one `_local_dp` entry, with how each was matched."""
+  local, z = entry['local_epsilon'], entry['noise_multiplier']
+  client_z = entry['client_noise_multiplier']
+  basis = (f'ablation: local DP at central epsilon {entry["epsilon"]:g}; '
            f'{central.setting}')
   references = central.references() + '.'
   matched = (f'z = {z:.4g}: one release of one update has epsilon '
-             f'{fedavg_local_epsilon:.4g} <= {local:.4g}')
+             f'{entry["fedavg_local_epsilon"]:.4g} <= {local:.4g}')
   cells = []
   for method, note in (
       (paper.DP_REC, f'local epsilon per participation {local:.4g}.'),
@@ -337,9 +347,6 @@ def _local_dp(config, epsilon, result, log) -> list:
     cells.append(paper.Cell(ABLATION_TASK, method, records[0]['epsilon'],
                          'metric', None, _metric(records)[0], basis,
                          _note(records, config.quick, f'{note} {references}')))
-  log(f'ablation local DP epsilon={epsilon:g}: local {local:.3g}, z={z:.3g}, '
-      + ', '.join(f'{m} {_metric(r)[0]:.2f}'
-                  for m, r in entry['records'].items()))
   return cells
 
 
@@ -352,70 +359,83 @@ def write_plots(output_dir: str, result: Ablations) -> list:
   """ablation_bits.png and ablation_local_dp.png; their paths."""
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use('Agg')
-  from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
   paths = []
   if result.bits_metric:
-    fig, left = plt.subplots(figsize=(5.5, 4), dpi=120)
-    bits = sorted(result.bits_metric)
-    stats = [_metric(result.bits_metric[b]) for b in bits]
-    means = [m for m, _ in stats]
-    errors = [0.0 if se is None else se for _, se in stats]
-    left.errorbar(bits, means, yerr=errors, marker='o', capsize=3,
-                  color='C0', label='DP-REC R@5 (mean +- SE)')
-    left.set_xlabel('index bits per group')
-    left.set_ylabel('recall@5 (%)', color='C0')
-    right = left.twinx()
-    eps_bits = sorted(result.bits_epsilon)
-    right.plot(eps_bits, [result.bits_epsilon[b] for b in eps_bits],
-               marker='s', linestyle='--', color='C3',
-               label='epsilon (PLD accounting)')
-    right.set_ylabel('epsilon (PLD accounting)', color='C3')
-    right.set_ylim(bottom=0)
-    for k, (name, value) in enumerate(report.baselines(result.context)):
-      left.axhline(100 * value, color='0.5', linestyle=(':', '-.')[k % 2],
-                   linewidth=1, label=name)
-    left.set_ylim(bottom=0)
-    left.set_title(f'{ABLATION_TASK}: bit width at fixed c = '
-                   f'{result.clip_ratio:.3g}')
-    handles = (left.get_legend_handles_labels()[0] +
-               right.get_legend_handles_labels()[0])
-    labels = (left.get_legend_handles_labels()[1] +
-              right.get_legend_handles_labels()[1])
-    left.legend(handles, labels, loc='lower right', fontsize='small')
-    fig.tight_layout()
-    path = os.path.join(output_dir, 'ablation_bits.png')
-    fig.savefig(path)
-    plt.close(fig)
-    paths.append(path)
+    paths.append(_plot_bits(output_dir, result))
   if result.local:
-    fig, ax = plt.subplots(figsize=(6.8, 4), dpi=120)
-    methods = list(result.local[0]['records'])
-    width = 0.8 / len(methods)
-    for k, method in enumerate(methods):
-      stats = [_metric(e['records'][method]) for e in result.local]
-      ax.bar([i + (k - (len(methods) - 1) / 2) * width
-              for i in range(len(result.local))],
-             [m for m, _ in stats], width,
-             yerr=[0.0 if se is None else se for _, se in stats], capsize=3,
-             label=method, color=f'C{k}')
-    ax.set_xticks(range(len(result.local)))
-    ax.set_xticklabels([f"central eps {e['epsilon']:g}\n(DP-REC local eps "
-                        f"{e['local_epsilon']:.2f})" for e in result.local])
-    for k, (name, value) in enumerate(report.baselines(
-        result.local[0]['context'])):
-      ax.axhline(100 * value, color='0.5', linestyle=(':', '-.')[k % 2],
-                 linewidth=1, label=name)
-    ax.set_ylabel('recall@5 (%)')
-    ax.set_title(f'{ABLATION_TASK}: DP-FedAvg at DP-REC\'s local epsilon')
-    # Room above the bars for the legend.
-    ax.set_ylim(0, 1.6 * ax.get_ylim()[1])
-    ax.legend(fontsize='small', loc='upper left', ncol=2)
-    fig.tight_layout()
-    path = os.path.join(output_dir, 'ablation_local_dp.png')
-    fig.savefig(path)
-    plt.close(fig)
-    paths.append(path)
+    paths.append(_plot_local_dp(output_dir, result))
   return paths
+
+
+def _save(fig, path):
+  from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
+  with atomic_files.replacing_path(path, suffix='.png') as tmp:
+    fig.savefig(tmp)
+  plt.close(fig)
+  return path
+
+
+def _plot_bits(output_dir, result):
+  """Recall and epsilon against the bit width at fixed c."""
+  from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
+  fig, left = plt.subplots(figsize=(5.5, 4), dpi=120)
+  bits = sorted(result.bits_metric)
+  stats = [_metric(result.bits_metric[b]) for b in bits]
+  means = [m for m, _ in stats]
+  errors = [0.0 if se is None else se for _, se in stats]
+  left.errorbar(bits, means, yerr=errors, marker='o', capsize=3,
+                color='C0', label='DP-REC R@5 (mean +- SE)')
+  left.set_xlabel('index bits per group')
+  left.set_ylabel('recall@5 (%)', color='C0')
+  right = left.twinx()
+  eps_bits = sorted(result.bits_epsilon)
+  right.plot(eps_bits, [result.bits_epsilon[b] for b in eps_bits],
+             marker='s', linestyle='--', color='C3',
+             label='epsilon (PLD accounting)')
+  right.set_ylabel('epsilon (PLD accounting)', color='C3')
+  right.set_ylim(bottom=0)
+  for k, (name, value) in enumerate(report.baselines(result.context)):
+    left.axhline(100 * value, color='0.5', linestyle=(':', '-.')[k % 2],
+                 linewidth=1, label=name)
+  left.set_ylim(bottom=0)
+  left.set_title(f'{ABLATION_TASK}: bit width at fixed c = '
+                 f'{result.clip_ratio:.3g}')
+  handles = (left.get_legend_handles_labels()[0] +
+             right.get_legend_handles_labels()[0])
+  labels = (left.get_legend_handles_labels()[1] +
+            right.get_legend_handles_labels()[1])
+  left.legend(handles, labels, loc='lower right', fontsize='small')
+  fig.tight_layout()
+  return _save(fig, os.path.join(output_dir, 'ablation_bits.png'))
+
+
+def _plot_local_dp(output_dir, result):
+  """DP-REC against DP-FedAvg at DP-REC's local epsilon, as bars."""
+  from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
+  fig, ax = plt.subplots(figsize=(6.8, 4), dpi=120)
+  methods = list(result.local[0]['records'])
+  width = 0.8 / len(methods)
+  for k, method in enumerate(methods):
+    stats = [_metric(e['records'][method]) for e in result.local]
+    ax.bar([i + (k - (len(methods) - 1) / 2) * width
+            for i in range(len(result.local))],
+           [m for m, _ in stats], width,
+           yerr=[0.0 if se is None else se for _, se in stats], capsize=3,
+           label=method, color=f'C{k}')
+  ax.set_xticks(range(len(result.local)))
+  ax.set_xticklabels([f"central eps {e['epsilon']:g}\n(DP-REC local eps "
+                      f"{e['local_epsilon']:.2f})" for e in result.local])
+  for k, (name, value) in enumerate(report.baselines(
+      result.local[0]['context'])):
+    ax.axhline(100 * value, color='0.5', linestyle=(':', '-.')[k % 2],
+               linewidth=1, label=name)
+  ax.set_ylabel('recall@5 (%)')
+  ax.set_title(f'{ABLATION_TASK}: DP-FedAvg at DP-REC\'s local epsilon')
+  # Room above the bars for the legend.
+  ax.set_ylim(0, 1.6 * ax.get_ylim()[1])
+  ax.legend(fontsize='small', loc='upper left', ncol=2)
+  fig.tight_layout()
+  return _save(fig, os.path.join(output_dir, 'ablation_local_dp.png'))
 
 
 def markdown(result: Optional[Ablations]) -> list:

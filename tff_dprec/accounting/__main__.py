@@ -7,7 +7,8 @@ import warnings
 from tff_dprec import accounting
 
 
-def main(argv: Optional[Sequence[str]] = None) -> None:
+def _parser() -> argparse.ArgumentParser:
+  """The command line of `main`."""
   parser = argparse.ArgumentParser(
       prog='python -m tff_dprec.accounting',
       description='Epsilon of DP-REC, DP-FedAvg or DDGauss, or the '
@@ -47,6 +48,11 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
                                accounting.CONVERSION_CLASSIC],
                       help='RDP to (epsilon, delta): dp_fedavg with '
                       '--accounting=rdp, and ddgauss')
+  return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> None:
+  parser = _parser()
   args = parser.parse_args(argv)
   delta = args.delta if args.delta is not None else args.population**-1.1
   common = dict(population=args.population,
