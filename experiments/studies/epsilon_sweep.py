@@ -50,6 +50,7 @@ from absl import flags
 # `app.run` fail to build (empty inbound nodes).
 import tensorflow as tf  # pylint: disable=unused-import
 
+from experiments.infra import worker_reaper
 from experiments.runner import cli as cli_lib
 from experiments.runner import config as config_lib
 from experiments.runner import plans
@@ -285,6 +286,9 @@ def markdown_table(rows, context: dict, label: str) -> str:
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
+  # TFF's worker_binary dies with this process, even when only a report
+  # (which evaluates the initial model) runs.
+  worker_reaper.install()
   try:
     epsilons = parse_epsilons(_EPSILONS.value)
     aggregators = tuple(_AGGREGATORS.value)

@@ -55,6 +55,7 @@ from absl import flags
 import tensorflow as tf  # pylint: disable=unused-import
 
 from experiments.infra import atomic_files
+from experiments.infra import worker_reaper
 from experiments.runner import cli as cli_lib
 from experiments.runner import config as config_lib
 from experiments.runner import plans
@@ -597,6 +598,9 @@ def predicted_break_even(task, base, print_fn=print):
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
+  # TFF's worker_binary dies with this process, even when only a report
+  # (which evaluates the initial model) runs.
+  worker_reaper.install()
   start = time.time()
   cli_lib.quiet_logs()
   try:

@@ -39,6 +39,7 @@ from absl import flags
 import tensorflow as tf  # pylint: disable=unused-import
 
 from experiments.infra import atomic_files
+from experiments.infra import worker_reaper
 from experiments.runner import cli as cli_lib
 from experiments.runner import config as config_lib
 
@@ -252,6 +253,9 @@ def tune_past_edges(tune_grid, settings: list, extensions: int,
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
+  # TFF's worker_binary dies with this process, even when only a report
+  # (which evaluates the initial model) runs.
+  worker_reaper.install()
   try:
     settings = parse_grid(_GRID.value)
     base = config_lib.RunConfig(
