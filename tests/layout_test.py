@@ -99,6 +99,21 @@ class LayoutTest(unittest.TestCase):
         self.assertFalse([e for e in edges if e.startswith('experiments')],
                          name)
 
+  def test_experiments_layers_point_down(self):
+    # data and infra sit under the runner, which sits under the studies and
+    # the entry points (docs: ../shared/DESIGN.md's layout).
+    above = {'experiments.data': ('experiments.runner', 'experiments.studies',
+                                  'experiments.run'),
+             'experiments.infra': ('experiments.runner', 'experiments.studies',
+                                   'experiments.run'),
+             'experiments.runner': ('experiments.studies', 'experiments.run')}
+    for name, edges in import_graph().items():
+      for layer, forbidden in above.items():
+        if name == layer or name.startswith(layer + '.'):
+          self.assertFalse(
+              [e for e in edges if e.split('.')[:2] in
+               [f.split('.') for f in forbidden] or e in forbidden], name)
+
   def test_modules_are_small(self):
     for name, path in _modules().items():
       with open(path) as f:

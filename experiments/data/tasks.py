@@ -14,14 +14,14 @@ import tensorflow_federated as tff
 # imported from its module, here only.
 from tensorflow_federated.python.simulation.baselines.stackoverflow import tag_prediction_tasks
 
-from experiments.runner import config as config_lib
+from experiments.data import images
+from experiments.data import names
 from experiments.data import stackoverflow_arrays
 from experiments.data import stackoverflow_data
-from experiments.data import images
 from experiments.data import stackoverflow_population
 
-TASKS = config_lib.TASKS
-STORED = config_lib.STORED
+TASKS = names.TASKS
+STORED = names.STORED
 
 
 class MissingDataError(FileNotFoundError):

@@ -9,16 +9,16 @@ import dataclasses
 import math
 from typing import Any, Optional
 
+from experiments.data import names
 from experiments.runner import plans
 from tff_dprec.accounting import calibration
 
-TASKS = ('stackoverflow_lr', 'emnist', 'shakespeare', 'mnist', 'fashion_mnist',
-         'digits')
+TASKS = names.TASKS
 DOWNLINKS = ('auto', 'history', 'full')
 ACCOUNTINGS = ('pld', 'rdp', 'sound', 'paper')
 SERVER_OPTIMIZERS = ('adam', 'sgdm')
 EVAL_SPLITS = ('test', 'validation')
-STORED = 'stored'  # RunConfig.population: the clients in the data files.
+STORED = names.STORED
 POPULATION_HELP = (
     "Embedded stackoverflow_lr only: the training clients. Default: the "
     "paper's 342,477, each made on demand from the embedded generator; "
