@@ -129,6 +129,58 @@ class RealImagesTest(tf.test.TestCase):
                      [('DP-FedAvg', 3.0), ('DP-FedAvg', 6.0), ('DP-REC', 3.0),
                       ('DP-REC', 3.0), ('DP-REC', 6.0), ('DP-REC', 6.0)])
 
+  def test_report_only_trains_nothing_and_lists_what_is_left(self):
+    calls = []
+    task, plan_for, run = self._fakes(calls)
+    out = self.create_tempdir().full_path
+
+    def must_not_train(*a, **k):
+      raise AssertionError('report_only trained')
+
+    def report(finished):
+      # Rows whose first aggregator is in `finished` have all their runs.
+      def finished_records(config):
+        return run(config) if config.aggregators[0] in finished else []
+      with mock.patch.object(training, 'run', must_not_train), \
+          mock.patch.object(training, 'finished_records', finished_records), \
+          mock.patch.object(training, 'plan_for', plan_for), \
+          mock.patch.object(tasks_lib, 'create_task', lambda *a, **k: task):
+        real_images.run(out, 'data', rounds=300, seeds=2,
+                        log=lambda *a: None, report_only=True)
+      with open(os.path.join(out, 'fashion_mnist.md')) as f:
+        return f.read()
+
+    # Nothing tuned: only the rows that need no tuning can be reported.
+    table = report({'fedavg'})
+    self.assertIn('| FedAvg | - | - | - | 80.50 ± 0.50 (2 seeds) |', table)
+    self.assertNotIn('| DP-FedAvg |', table)
+    self.assertIn('* dp_fedavg: 3 of 3 tuning settings not trained yet', table)
+    self.assertIn('Not finished yet (rerun the command to train them): '
+                  'DP-FedAvg, epsilon 3 (its tuning); DP-REC, epsilon 3 (its '
+                  'tuning);', table)
+    self.assertIn("DP-REC at the paper's c = 0.545, epsilon 3 (0 runs "
+                  'finished)', table)
+    # Tuned (by a training pass), then a report with some rows finished.
+    with mock.patch.object(training, 'run', run), \
+        mock.patch.object(training, 'plan_for', plan_for), \
+        mock.patch.object(tasks_lib, 'create_task', lambda *a, **k: task):
+      real_images.tune_methods(real_images.base_config(out, 'data', 300, 2),
+                               lambda *a: None)
+    table = report({'dp_fedavg', 'fedavg'})
+    self.assertIn('| DP-FedAvg | 3 | PLD | 3.000 | 70.50 ± 0.50 (2 seeds) |',
+                  table)
+    self.assertIn('| DP-FedAvg | 6 | PLD |', table)
+    self.assertNotIn('| DP-REC |', table)
+    self.assertIn('* dp_rec: noise_stddev=0.0025: 1020.00', table)
+    self.assertIn('DP-REC, epsilon 3 (0 runs finished); ', table)
+    self.assertNotIn('DP-FedAvg, epsilon 3 (', table)
+
+  def test_report_only_is_for_fashion_mnist_alone(self):
+    with self.assertRaises(SystemExit) as raised:
+      reproduce.main(['--part=utility', '--report_only', '--output_dir',
+                      self.create_tempdir().full_path])
+    self.assertEqual(raised.exception.code, 2)
+
   def test_missing_data_is_one_line_and_exit_2(self):
     def missing(*a, **k):
       raise tasks_lib.MissingDataError('no fashion here')

@@ -29,6 +29,8 @@ Every row trains `training_seeds` seeds on the official test split and
 evaluates every `EVAL_EVERY` rounds, so the curves show whether a row
 still climbs at the end. Everything resumes: rerun the command and finished
 runs are reused, unfinished ones continue from their checkpoints.
+`--report_only` trains nothing: it writes the table and curves from the
+runs finished so far and lists the rows still to train.
 
 Writes to the output folder: fashion_mnist.md (the table), fashion_mnist.csv,
 fashion_mnist_curves.png, and returns reproduce cells for the rows that
@@ -40,6 +42,7 @@ import dataclasses
 import os
 from typing import Optional
 
+from experiments.infra import atomic_files
 from experiments.runner import config as config_lib
 from experiments.runner import plans
 from experiments.runner import report
@@ -73,17 +76,17 @@ class Row:
 
 def rows_for(chosen: dict, sound_paper_epsilon) -> list[Row]:
   """The rows, cheapest decisions first (module doc)."""
-  clip = chosen['dp_fedavg'].get('l2_clip')
+  clip = chosen.get('dp_fedavg', {}).get('l2_clip')
   ddgauss = {} if clip is None else {'l2_clip': clip}
   rows = []
   for eps in EPSILONS:
     first = eps == EPSILONS[0]
     c = paper.paper_value('mnist', 'clip_ratio', paper.DP_REC, eps)
     rows += [
-        Row('dp_fedavg', 'dp_fedavg', eps, chosen['dp_fedavg'], 'DP-FedAvg',
+        Row('dp_fedavg', 'dp_fedavg', eps, chosen.get('dp_fedavg', {}),
+            'DP-FedAvg', 'PLD', controls=first),
+        Row('dp_rec', 'dp_rec', eps, chosen.get('dp_rec', {}), 'DP-REC',
             'PLD', controls=first),
-        Row('dp_rec', 'dp_rec', eps, chosen['dp_rec'], 'DP-REC', 'PLD',
-            controls=first),
         Row('dp_rec_paper_c', 'dp_rec', sound_paper_epsilon(c), dict(
             clip_ratio=c, bits=PAPER_BITS), f"DP-REC at the paper's c = {c}",
             'PLD (sound) at the paper\'s c', paper_epsilon=eps),
@@ -94,6 +97,17 @@ def rows_for(chosen: dict, sound_paper_epsilon) -> list[Row]:
   return rows
 
 
+# The tuned method each row's setting comes from (DDGauss16 takes DP-FedAvg's
+# clip); a report on a study still tuning leaves such rows out.
+_TUNED_BY = {'dp_fedavg': 'dp_fedavg', 'ddgauss16': 'dp_fedavg',
+             'dp_rec': 'dp_rec'}
+
+
+def ready(row: Row, chosen: dict) -> bool:
+  """Whether the tuning `row`'s setting depends on has been chosen."""
+  return _TUNED_BY.get(row.name) in (None, *chosen)
+
+
 def base_config(output_dir, data_dir, rounds, seeds) -> config_lib.RunConfig:
   return config_lib.RunConfig(
       task=TASK, aggregators=('fedavg',), data_dir=data_dir,
@@ -101,10 +115,15 @@ def base_config(output_dir, data_dir, rounds, seeds) -> config_lib.RunConfig:
       eval_every=EVAL_EVERY, progress=False)
 
 
-def tune_methods(base, log, extensions=EXTENSIONS) -> tuple:
+def tune_methods(base, log, extensions=EXTENSIONS,
+                 report_only=False) -> tuple:
   """(chosen, tuning): {'dp_fedavg': setting, 'dp_rec': setting} chosen on
   validation, and per method its validation scores by setting, the settings
-  added past an edge (up to `extensions`) and the fields still at an edge."""
+  added past an edge (up to `extensions`) and the fields still at an edge.
+
+  `report_only` trains nothing: a method whose tuning has not finished is
+  left out of `chosen`, and its `tuning` entry is a `note` saying so.
+  """
   chosen, tuning = {}, {}
   for name, grid in GRIDS.items():
     config = config_lib.RunConfig(**{
@@ -113,19 +132,26 @@ def tune_methods(base, log, extensions=EXTENSIONS) -> tuple:
         'seed': base.seed + epsilon_sweep.TUNE_SEED_OFFSET,
         'eval_split': 'validation', 'eval_every': 10**6,
         'output_dir': os.path.join(base.output_dir, 'tune', name)})
-    os.makedirs(config.output_dir, exist_ok=True)
+    path = os.path.join(config.output_dir, f'tune_{name}.json')
     say = lambda line, n=name: log(f'[fashion_mnist] {n} tuning: {line}')
 
-    def tune_grid(settings, config=config, name=name, say=say):
-      results = tune_lib.tune(
-          config, settings,
-          os.path.join(config.output_dir, f'tune_{name}.json'), print_fn=say)
+    def tune_grid(settings, config=config, path=path, say=say):
+      if report_only:
+        results = tune_lib.stored_results(config, settings, path)
+      else:
+        os.makedirs(config.output_dir, exist_ok=True)
+        results = tune_lib.tune(config, settings, path, print_fn=say)
       return epsilon_sweep.choose(results, settings), results
 
-    best, results, settings, added = tune_lib.tune_past_edges(
-        tune_grid, tune_lib.parse_grid(grid), extensions,
-        lambda c, step, say=say: say(f'best at the edge ({tune_lib.key(c)})'
-                                     f'; trying {tune_lib.key(step)}'))
+    try:
+      best, results, settings, added = tune_lib.tune_past_edges(
+          tune_grid, tune_lib.parse_grid(grid), extensions,
+          lambda c, step, say=say: say(
+              f'best at the edge ({tune_lib.key(c)}); trying '
+              f'{tune_lib.key(step)}') if not report_only else None)
+    except tune_lib.NotTrainedYet as e:
+      tuning[name] = dict(note=str(e))
+      continue
     chosen[name] = best if best is not None else {}
     tuning[name] = dict(
         validation={tune_lib.key(s): results[tune_lib.key(s)]['mean']
@@ -142,23 +168,39 @@ def _scores(tuning) -> str:
                    for k, v in tuning['validation'].items())
 
 
-def train_row(base, row: Row, log) -> tuple:
-  """(records, curves path) of one row; its control trains beside it."""
-  from experiments.runner import training  # pylint: disable=g-import-not-at-top
+def row_config(base, row: Row) -> config_lib.RunConfig:
+  """The configuration of a row's runs (its control beside it)."""
   names = (row.aggregator,)
   if row.controls:
     names += (row.aggregator + plans.NO_NOISE_SUFFIX,)
   folder = os.path.join(base.output_dir, 'rows', row.name,
                         'nonprivate' if row.epsilon is None else
                         f'eps{row.epsilon:g}')
-  config = config_lib.RunConfig(**{
+  return config_lib.RunConfig(**{
       **base.asdict(), **row.setting, 'aggregators': names,
       'target_epsilon': row.epsilon or base.target_epsilon,
       'output_dir': folder})
+
+
+def _curves_path(config) -> str:
+  return os.path.join(config.output_dir, TASK, 'curves.csv')
+
+
+def train_row(base, row: Row, log) -> tuple:
+  """(records, curves path) of one row; its control trains beside it."""
+  from experiments.runner import training  # pylint: disable=g-import-not-at-top
+  config = row_config(base, row)
   log(f'[fashion_mnist] {row.name} at epsilon {row.epsilon}: '
       f'{tune_lib.key(row.setting) or "task defaults"}')
   records = training.run(config, print_fn=_warnings_only(log))
-  return records, os.path.join(folder, TASK, 'curves.csv')
+  return records, _curves_path(config)
+
+
+def read_row(base, row: Row) -> tuple:
+  """(finished records, curves path) of one row; trains nothing."""
+  from experiments.runner import training  # pylint: disable=g-import-not-at-top
+  config = row_config(base, row)
+  return training.finished_records(config), _curves_path(config)
 
 
 def _warnings_only(log):
@@ -195,24 +237,42 @@ def paper_c_epsilons(task, base) -> callable:
 
 
 def run(output_dir: str, data_dir: str = 'data_cache',
-        rounds: int = DEFAULT_ROUNDS, seeds: int = 2, log=print) -> list:
-  """Tunes, trains every row, writes the table, CSV and curves."""
+        rounds: int = DEFAULT_ROUNDS, seeds: int = 2, log=print,
+        report_only: bool = False) -> list:
+  """Tunes, trains every row, writes the table, CSV and curves.
+
+  `report_only` trains nothing: the table and curves hold the runs finished
+  so far, and the table lists the rows with seeds still to train.
+  """
   from experiments.data import tasks  # pylint: disable=g-import-not-at-top
   from tff_dprec import accounting  # pylint: disable=g-import-not-at-top
   task = tasks.create_task(TASK, data_dir)
   base = base_config(output_dir, data_dir, rounds, seeds)
   log(f'[fashion_mnist] {task.data_note}')
-  chosen, tuning = tune_methods(base, log)
+  chosen, tuning = tune_methods(base, log, report_only=report_only)
   paper_c = paper_c_epsilons(task, base)
   rows = rows_for(chosen,
                   lambda c: accounting.round_up(paper_c(c)[0], 4))
-  results = []
+  results, pending = [], []
   for row in rows:
-    records, curves = train_row(base, row, log)
-    results.append((row, records, curves))
+    if not ready(row, chosen):
+      pending.append(f'{_row_label(row)} (its tuning)')
+      continue
+    records, curves = (read_row(base, row) if report_only else
+                       train_row(base, row, log))
+    if len(records) < seeds * (2 if row.controls else 1):
+      pending.append(f'{_row_label(row)} ({len(records)} runs finished)')
+    if records:
+      results.append((row, records, curves))
   table = summarize(results, paper_c)
-  write(output_dir, table, results, chosen, tuning)
+  write(output_dir, table, results, chosen, tuning, pending)
   return cells(table)
+
+
+def _row_label(row: Row) -> str:
+  eps = 'no privacy' if row.epsilon is None else (
+      f'epsilon {row.paper_epsilon or row.epsilon:g}')
+  return f'{row.label}, {eps}'
 
 
 def summarize(results, paper_c) -> list[dict]:
@@ -286,8 +346,9 @@ def gaps(table) -> list[dict]:
 _LABELS = {'dp_fedavg': 'DP-FedAvg', 'ddgauss16': 'DDGauss16'}
 
 
-def markdown(table, chosen, tuning=None) -> str:
-  """The table beside the paper's MNIST row, the gaps, then the tuning."""
+def markdown(table, chosen, tuning=None, pending=()) -> str:
+  """The table beside the paper's MNIST row, the gaps, then the tuning,
+  then the rows still to train (`pending`)."""
   lines = [
       '| row | target epsilon | accountant | epsilon spent | accuracy (%) '
       "| paper's MNIST (%) | upload GB | download GB | s/round |",
@@ -317,27 +378,35 @@ def markdown(table, chosen, tuning=None) -> str:
       f'{name} {tune_lib.key(s) or "task defaults"}'
       for name, s in chosen.items()) + '.']
   for name, t in (tuning or {}).items():
+    if 'note' in t:
+      lines.append(f"* {name}: {t['note']}.")
+      continue
     notes = [f"extended to {', '.join(t['extended'])}"] if t['extended'] else []
     notes.append(f"at the edge: {'; '.join(t['edges'])}" if t['edges'] else
                  'inside the grid')
     lines.append(f"* {name}: {_scores(t)} ({', '.join(notes)}).")
+  if pending:
+    lines += ['', 'Not finished yet (rerun the command to train them): ' +
+              '; '.join(pending) + '.']
   return '\n'.join(lines) + '\n'
 
 
-def write(output_dir, table, results, chosen, tuning=None) -> list[str]:
-  """fashion_mnist.md, fashion_mnist.csv and fashion_mnist_curves.png."""
+def write(output_dir, table, results, chosen, tuning=None,
+          pending=()) -> list[str]:
+  """fashion_mnist.md, fashion_mnist.csv and fashion_mnist_curves.png,
+  each written whole or not at all."""
   os.makedirs(output_dir, exist_ok=True)
-  md = os.path.join(output_dir, 'fashion_mnist.md')
-  with open(md, 'w') as f:
-    f.write(markdown(table, chosen, tuning))
+  md = atomic_files.write_text(os.path.join(output_dir, 'fashion_mnist.md'),
+                               markdown(table, chosen, tuning, pending))
   path = os.path.join(output_dir, 'fashion_mnist.csv')
   fields = list(dict.fromkeys(k for l in table for k in l if k != 'params'))
-  with open(path, 'w', newline='') as f:
+  with atomic_files.replacing(path, newline='') as f:
     writer = csv.DictWriter(f, fieldnames=fields, extrasaction='ignore')
     writer.writeheader()
     writer.writerows(table)
   png = os.path.join(output_dir, 'fashion_mnist_curves.png')
-  plot_curves(png, results)
+  with atomic_files.replacing_path(png, suffix='.png') as tmp:
+    plot_curves(tmp, results)
   return [md, path, png]
 
 
@@ -376,6 +445,8 @@ _COLORS = {'dp_fedavg': 'tab:orange', 'dp_rec': 'tab:blue',
 def _mean_curves(path) -> dict:
   """{aggregator: (rounds, mean metric)} from a run's curves.csv."""
   points = {}
+  if not os.path.exists(path):  # No run of the row has finished yet.
+    return points
   with open(path) as f:
     for r in csv.DictReader(f):
       points.setdefault(r['aggregator'], {}).setdefault(

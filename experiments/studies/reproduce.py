@@ -107,12 +107,18 @@ def main(argv=None):
                       help='utility, ablations: 3; fashion_mnist: 2')
   parser.add_argument('--rounds', type=int, default=None,
                       help='fashion_mnist only: rounds per run (300)')
+  parser.add_argument('--report_only', action='store_true',
+                      help='fashion_mnist only: train nothing; write the '
+                      'table and curves from the runs finished so far')
   args = parser.parse_args(argv)
   parts = tuple(p for p in args.part.split(',') if p)
   real_data = REAL_DATA_PART in parts
   parts = tuple(p for p in parts if p != REAL_DATA_PART)
   config = None
   try:
+    if args.report_only and (parts or not real_data):
+      raise ValueError(f'--report_only applies to --part=fashion_mnist '
+                       f'alone, found --part={args.part}.')
     if args.rounds is not None and args.rounds < 2:
       raise ValueError(f'--rounds must be at least 2, found {args.rounds}.')
     if parts or not real_data:
@@ -148,7 +154,8 @@ def _real_data(args, log):
   try:
     real_images.run(args.output_dir, args.data_dir,
                     rounds=args.rounds or real_images.DEFAULT_ROUNDS,
-                    seeds=args.training_seeds or 2, log=log)
+                    seeds=args.training_seeds or 2, log=log,
+                    report_only=args.report_only)
   except tasks.MissingDataError as e:
     worker_reaper.reap()
     print(f'error: {e}', file=sys.stderr)
