@@ -415,7 +415,7 @@ def plot_curves(path, results) -> None:
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use('Agg')
   from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
-  fig, axes = plt.subplots(1, len(EPSILONS), figsize=(13, 4.6), sharey=True)
+  fig, axes = plt.subplots(1, len(EPSILONS), figsize=(13, 5.8), sharey=True)
   for ax, eps in zip(axes, EPSILONS):
     for row, _, curves_path in results:
       if row.epsilon is not None and (row.paper_epsilon or row.epsilon) != eps:
@@ -424,17 +424,28 @@ def plot_curves(path, results) -> None:
         control = plans.control_of(name) is not None
         ax.plot(rounds, [100 * m for m in mean], ls='--' if control else '-',
                 lw=1 if control else 1.6, color=_COLORS[row.name],
-                label=row.label + (' (no noise)' if control else ''))
+                label=_curve_label(row, control))
     ax.set_title(f'epsilon {eps:g} (FedAvg: no privacy)', fontsize=10)
     ax.set_xlabel('round')
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc='lower right')
+    # Below the panel, where it hides no curve.
+    ax.legend(fontsize=7, loc='upper center', bbox_to_anchor=(0.5, -0.14),
+              ncol=2, frameon=False)
   axes[0].set_ylabel('test accuracy (%), mean over seeds')
   fig.suptitle('Fashion-MNIST, the paper\'s MNIST protocol (B = 10, '
                'LeNet-5)', fontsize=11)
   fig.tight_layout()
   fig.savefig(path, dpi=110)
   plt.close(fig)
+
+
+def _curve_label(row: Row, control: bool) -> str:
+  """A curve's legend entry; a paper-c row names the sound epsilon it spends."""
+  if control:
+    return row.label + ' (no noise)'
+  if row.paper_epsilon is not None:
+    return f'{row.label} (sound epsilon {row.epsilon:.3g})'
+  return row.label
 
 
 _COLORS = {'dp_fedavg': 'tab:orange', 'dp_rec': 'tab:blue',
