@@ -295,6 +295,42 @@ class ReplayState:
   optimizer_state: Any
 
 
+
+def _server_functions(messages_sum: Callable[..., Any], num_columns: int,
+                      optimizer: tff.learning.optimizers.Optimizer):
+  """(decode_sum, mean, step): the server's computations, as tf.functions.
+
+  Three functions with the same boundaries as the server's computations
+  (the aggregator's decoder, the mean's division, the finalizer's step):
+  inside one graph TF's optimizer may rewrite arithmetic across them (e.g.
+  fold the division into Adam's scaling), which changes the last bits of
+  the result.
+  """
+
+  @tf.function
+  def decode_sum(messages):
+    messages = tf.ensure_shape(messages, [None, num_columns])
+    total, _ = messages_sum(messages)
+    return tuple(tf.nest.flatten(total)), tf.shape(messages)[0]
+
+  @tf.function
+  def mean(total, count):
+    # `tff.aggregators.UnweightedMeanFactory`'s division.
+    return tuple(tf.math.divide(x, tf.cast(count, x.dtype)) for x in total)
+
+  @tf.function
+  def step(optimizer_state, trainable, update):
+    new_state, new_trainable = optimizer.next(optimizer_state, trainable,
+                                              update)
+    # `tff.learning`'s finalizer rejects a non-finite update.
+    finite = tf.reduce_all(
+        [tf.reduce_all(tf.math.is_finite(x)) for x in update])
+    return tf.cond(finite, lambda: (new_state, new_trainable),
+                   lambda: (optimizer_state, trainable))
+
+  return decode_sum, mean, step
+
+
 class ClientReplay:
   """The client side of history compression (the paper's Algorithm 6).
 
@@ -345,35 +381,8 @@ class ClientReplay:
     # The structure of the optimizer state the step function is traced with.
     self._optimizer_template = init_optimizer()
 
-    # Three functions with the same boundaries as the server's computations
-    # (the aggregator's decoder, the mean's division, the finalizer's step):
-    # inside one graph TF's optimizer may rewrite arithmetic across them
-    # (e.g. fold the division into Adam's scaling), which changes the last
-    # bits of the result.
-    @tf.function
-    def decode_sum(messages):
-      messages = tf.ensure_shape(messages, [None, num_columns])
-      total, _ = messages_sum(messages)
-      return tuple(tf.nest.flatten(total)), tf.shape(messages)[0]
-
-    @tf.function
-    def mean(total, count):
-      # `tff.aggregators.UnweightedMeanFactory`'s division.
-      return tuple(tf.math.divide(x, tf.cast(count, x.dtype)) for x in total)
-
-    @tf.function
-    def step(optimizer_state, trainable, update):
-      new_state, new_trainable = optimizer.next(optimizer_state, trainable,
-                                                update)
-      # `tff.learning`'s finalizer rejects a non-finite update.
-      finite = tf.reduce_all(
-          [tf.reduce_all(tf.math.is_finite(x)) for x in update])
-      return tf.cond(finite, lambda: (new_state, new_trainable),
-                     lambda: (optimizer_state, trainable))
-
-    self._decode_sum = decode_sum
-    self._mean = mean
-    self._step = step
+    self._decode_sum, self._mean, self._step = _server_functions(
+        messages_sum, num_columns, optimizer)
 
   def optimizer_state_from_leaves(self, leaves) -> Any:
     """Packs flat optimizer-state values into the optimizer's structure."""

@@ -139,8 +139,19 @@ def encode(value: tf.Tensor,
   if value.shape.rank != 1 or value.shape[0] is None:
     raise ValueError(
         f'value must be a vector of static length, found shape {value.shape}.')
+  log_weights = _log_weights(value, prior_stddev, 2**bits, seed, group,
+                             chunk_elements)
+  return gumbel_max(log_weights, selection_seed)
+
+
+def _log_weights(value: tf.Tensor, prior_stddev: float, num_candidates: int,
+                 seed: tf.Tensor, group: Union[int, tf.Tensor],
+                 chunk_elements: int) -> tf.Tensor:
+  """log q(x_k)/p(x_k) up to a constant for the group's K candidates.
+
+  `encode` checks the arguments; candidates come in blocks (see `encode`).
+  """
   dim = int(value.shape[0])
-  num_candidates = 2**bits
   pdim = padded_dim(dim)
   block = _block_size(num_candidates, pdim, chunk_elements)
   num_blocks = num_candidates // block
@@ -164,7 +175,7 @@ def encode(value: tf.Tensor,
         fn_output_signature=tf.TensorSpec([block], tf.float32),
         parallel_iterations=1)
     log_weights = tf.reshape(log_weights, [num_candidates])
-  return gumbel_max(log_weights, selection_seed)
+  return log_weights
 
 
 def decode(index: tf.Tensor,

@@ -281,12 +281,7 @@ def _local_dp(config, epsilon, result, log) -> list:
   first = rec[0]
   delta = first['delta']
   local = first['local_epsilon_per_participation']
-  one_release = dict(population=1, clients_per_round=1, rounds=1,
-                     delta=delta)
-  z = accounting.calibrate_dp_fedavg_noise(target_epsilon=local,
-                                           **one_release)
-  fedavg_local_epsilon = accounting.dp_fedavg_epsilon(noise_multiplier=z,
-                                                      **one_release)
+  z, fedavg_local_epsilon = _one_release_noise(local, delta)
   federation = dict(population=first['population'],
                     clients_per_round=first['clients_per_round'],
                     rounds=central.rounds, delta=delta)
@@ -319,6 +314,16 @@ def _local_dp(config, epsilon, result, log) -> list:
       + ', '.join(f'{m} {_metric(r)[0]:.2f}'
                   for m, r in entry['records'].items()))
   return _local_dp_cells(config, entry, central)
+
+
+def _one_release_noise(local_epsilon: float, delta: float):
+  """(z, its epsilon): the smallest z whose one Gaussian release meets it."""
+  from tff_dprec import accounting  # pylint: disable=g-import-not-at-top
+  one_release = dict(population=1, clients_per_round=1, rounds=1,
+                     delta=delta)
+  z = accounting.calibrate_dp_fedavg_noise(target_epsilon=local_epsilon,
+                                           **one_release)
+  return z, accounting.dp_fedavg_epsilon(noise_multiplier=z, **one_release)
 
 
 def _local_dp_cells(config, entry, central) -> list:

@@ -10,7 +10,7 @@ DDGauss, whose epsilon is not monotone in the noise, scans a log grid first.
 """
 
 import math
-from typing import Callable, Optional
+from typing import Callable, Optional, Tuple
 
 import numpy as np
 
@@ -238,14 +238,7 @@ def search(epsilon: Callable[[float], float], target: float, lo: float,
       [1e-12, 1).
     TargetUnreachableError: If the value at the good end misses the target.
   """
-  if not 0 < lo <= hi < math.inf:
-    raise ValueError(f'search needs 0 < lo <= hi < inf, found lo={lo!r}, '
-                     f'hi={hi!r}.')
-  if not 0 < target < math.inf:
-    raise ValueError(f'target_epsilon must be positive and finite, found '
-                     f'{target!r}.')
-  if not 1e-12 <= tol < 1:
-    raise ValueError(f'tol must be in [1e-12, 1), found {tol!r}.')
+  _check_search_args(lo, hi, target, tol)
   good, bad = (lo, hi) if largest else (hi, lo)
   e_good = epsilon(good)
   if not e_good <= target:
@@ -255,13 +248,45 @@ def search(epsilon: Callable[[float], float], target: float, lo: float,
   e_bad = epsilon(bad)
   if e_bad <= target:
     return bad
+  good, bad = _narrow(epsilon, target, (good, e_good), (bad, e_bad), tol)
+  low, high = min(good, bad), max(good, bad)
+  if high - low <= tol * low:
+    return good
+  raise TargetUnreachableError(
+      f'The search for {name} did not converge in {SEARCH_ITERATIONS} steps '
+      f'(bracket [{low!r}, {high!r}], target_epsilon={target!r}): is '
+      'epsilon monotone?')
+
+
+def _check_search_args(lo: float, hi: float, target: float,
+                       tol: float) -> None:
+  """Raises ValueError for the bad arguments `search` lists."""
+  if not 0 < lo <= hi < math.inf:
+    raise ValueError(f'search needs 0 < lo <= hi < inf, found lo={lo!r}, '
+                     f'hi={hi!r}.')
+  if not 0 < target < math.inf:
+    raise ValueError(f'target_epsilon must be positive and finite, found '
+                     f'{target!r}.')
+  if not 1e-12 <= tol < 1:
+    raise ValueError(f'tol must be in [1e-12, 1), found {tol!r}.')
+
+
+def _narrow(epsilon: Callable[[float], float], target: float,
+            good_end: Tuple[float, float], bad_end: Tuple[float, float],
+            tol: float) -> Tuple[float, float]:
+  """`search`'s steps: the bracket (good, bad) after at most its budget.
+
+  `good_end` and `bad_end` are (x, epsilon(x)) with epsilon(good) <= target
+  < epsilon(bad). Returns early once the bracket is within `tol`.
+  """
+  (good, e_good), (bad, e_bad) = good_end, bad_end
   f_good, f_bad = _log_gap(e_good, target), _log_gap(e_bad, target)
   kept, widths = None, []
   for _ in range(SEARCH_ITERATIONS):
     low, high = min(good, bad), max(good, bad)
     width = tol * low
     if high - low <= width:
-      return good
+      break
     widths.append(high - low)
     stalled = (len(widths) > _STALL_STEPS and
                widths[-1] > widths[-1 - _STALL_STEPS] / 2)
@@ -284,13 +309,7 @@ def search(epsilon: Callable[[float], float], target: float, lo: float,
       if kept == 'good':
         f_good /= 2
       kept = 'good'
-  low, high = min(good, bad), max(good, bad)
-  if high - low <= tol * low:
-    return good
-  raise TargetUnreachableError(
-      f'The search for {name} did not converge in {SEARCH_ITERATIONS} steps '
-      f'(bracket [{low!r}, {high!r}], target_epsilon={target!r}): is '
-      'epsilon monotone?')
+  return good, bad
 
 
 def _log_gap(epsilon: float, target: float) -> float:

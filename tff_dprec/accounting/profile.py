@@ -31,7 +31,7 @@ step keeps an upper bound (docs/PRIVACY.md, Section 9):
 """
 
 import math
-from typing import Optional, Sequence, Tuple
+from typing import Callable, Optional, Sequence, Tuple
 
 from dp_accounting.pld import pld_pmf
 from dp_accounting.pld import privacy_loss_distribution
@@ -210,44 +210,9 @@ def subsampled(remove_base: Profile, add_base: Profile, q: float,
     raise ValueError(f'q must be in (0, 1], found {q!r}.')
   validation.check_positive_number(discretization, 'discretization')
 
-  def remove_pos(e):  # H(X || Y) at e >= 0.
-    if q >= 1.0:
-      return remove_base.value(e)
-    return q * remove_base.value(np.log1p(np.expm1(e) / q))
-
-  def add_pos(e):  # H(Y || X) at e >= 0.
-    if q >= 1.0:
-      return add_base.value(e)
-    gamma = np.exp(e)
-    coef = 1.0 - gamma * (1.0 - q)
-    inside = coef > 0
-    safe = np.where(inside, coef, 1.0)
-    value = coef * add_base.value(np.log(gamma * q / safe))
-    return np.where(inside, value, 0.0)
-
-  # The grid's end: where both directions fall to `tiny`, or where the
-  # bases' grids end (their last values hold beyond).
-  hi = 1
-  while True:
-    e = np.asarray([hi * discretization])
-    if max(remove_pos(e)[0], add_pos(e)[0]) <= tiny:
-      break
-    if q >= 1.0:
-      base_e = e[0]
-    else:
-      base_e = math.log1p(math.expm1(e[0]) / q)
-    if base_e > max(remove_base.max_epsilon, add_base.max_epsilon):
-      break
-    hi = int(math.ceil(hi * 1.25))
-  # Refine: the smallest such index, by bisection over [hi / 1.25, hi].
-  lo_i = max(1, int(hi / 1.25))
-  while lo_i < hi:
-    mid = (lo_i + hi) // 2
-    e = np.asarray([mid * discretization])
-    if max(remove_pos(e)[0], add_pos(e)[0]) <= tiny:
-      hi = mid
-    else:
-      lo_i = mid + 1
+  remove_pos, add_pos = _subsampled_positive(remove_base, add_base, q)
+  hi = _grid_end(remove_pos, add_pos, q, discretization, tiny,
+                 max(remove_base.max_epsilon, add_base.max_epsilon))
   index = np.arange(-hi, hi + 1)
   eps = index * discretization
   remove = np.empty(eps.size)
@@ -263,6 +228,61 @@ def subsampled(remove_base: Profile, add_base: Profile, q: float,
   margin = 1.0 + ROUNDING_MARGIN
   return (-hi, hi, np.minimum(remove * margin, 1.0),
           np.minimum(add * margin, 1.0))
+
+
+def _subsampled_positive(remove_base: Profile, add_base: Profile, q: float
+                         ) -> Tuple[Callable[[np.ndarray], np.ndarray],
+                                    Callable[[np.ndarray], np.ndarray]]:
+  """H(X || Y) and H(Y || X) at eps >= 0, as functions (see `subsampled`)."""
+
+  def remove_pos(e):  # H(X || Y) at e >= 0.
+    if q >= 1.0:
+      return remove_base.value(e)
+    return q * remove_base.value(np.log1p(np.expm1(e) / q))
+
+  def add_pos(e):  # H(Y || X) at e >= 0.
+    if q >= 1.0:
+      return add_base.value(e)
+    gamma = np.exp(e)
+    coef = 1.0 - gamma * (1.0 - q)
+    inside = coef > 0
+    safe = np.where(inside, coef, 1.0)
+    value = coef * add_base.value(np.log(gamma * q / safe))
+    return np.where(inside, value, 0.0)
+
+  return remove_pos, add_pos
+
+
+def _grid_end(remove_pos: Callable[[np.ndarray], np.ndarray],
+              add_pos: Callable[[np.ndarray], np.ndarray], q: float,
+              discretization: float, tiny: float, base_max_epsilon: float
+              ) -> int:
+  """The smallest grid index where both directions are <= `tiny`.
+
+  The search stops growing early where the bases' grids end (their last
+  values hold beyond), at `base_max_epsilon` in the bases' epsilon.
+  """
+
+  def small(i):
+    e = np.asarray([i * discretization])
+    return max(remove_pos(e)[0], add_pos(e)[0]) <= tiny
+
+  hi = 1
+  while not small(hi):
+    e = hi * discretization
+    base_e = e if q >= 1.0 else math.log1p(math.expm1(e) / q)
+    if base_e > base_max_epsilon:
+      break
+    hi = int(math.ceil(hi * 1.25))
+  # Refine: the smallest such index, by bisection over [hi / 1.25, hi].
+  lo_i = max(1, int(hi / 1.25))
+  while lo_i < hi:
+    mid = (lo_i + hi) // 2
+    if small(mid):
+      hi = mid
+    else:
+      lo_i = mid + 1
+  return hi
 
 
 def convex_upper(epsilons: np.ndarray, deltas: np.ndarray) -> np.ndarray:

@@ -387,43 +387,56 @@ def check_unweighted_creator(factory, caller_frame, *, is_mean: bool) -> None:
         _warn_if_client_metrics(factory, frame)
       enclosing = frame.f_locals.get('self')
       frame = frame.f_back
-      if not isinstance(enclosing, (tff.aggregators.UnweightedAggregationFactory,
-                                    tff.aggregators.WeightedAggregationFactory)):
-        continue
-      if isinstance(enclosing, (DPRecSumFactory,
-                                tff.aggregators.UnweightedMeanFactory)):
-        mean_seen = mean_seen or isinstance(
-            enclosing, tff.aggregators.UnweightedMeanFactory)
-        continue
-      if isinstance(enclosing, _WEIGHTS_IGNORED):
-        if mean_seen:
-          continue
-        raise TypeError(
-            f'{type(factory).__name__} sums the client updates; as a '
-            '`tff.learning` model aggregator the server would apply the sum, '
-            'not the mean. Pass model_aggregator=tff_dprec.learning.'
-            'dp_rec_aggregator(...) (the DP-REC mean) to '
-            'tff.learning.algorithms.build_unweighted_fed_avg.')
-      if isinstance(enclosing, tff.aggregators.WeightedAggregationFactory):
-        raise TypeError(
-            f'{type(factory).__name__} cannot be used inside the weighted '
-            f'{type(enclosing).__name__}: the client weights would reach the '
-            'server as float32 in the clear and the clip would bound weight '
-            'x update. DP-REC averages without weights: use '
-            'tff.learning.algorithms.build_unweighted_fed_avg with '
-            'model_aggregator=tff_dprec.learning.dp_rec_aggregator(...).')
-      raise TypeError(
-          f'{type(factory).__name__} cannot be used inside '
-          f'{type(enclosing).__name__}: that factory runs its own client '
-          'code around DP-REC (for example the clipped or zeroed counts of '
-          'tff.aggregators.clipping_factory and zeroing_factory), and its '
-          'outputs would reach the server in the clear, outside the DP-REC '
-          'message and its epsilon. DP-REC clips every update itself '
-          '(l2_clip): pass model_aggregator=tff_dprec.learning.'
-          'dp_rec_aggregator(...) to '
-          'tff.learning.algorithms.build_unweighted_fed_avg unwrapped.')
+      mean_seen = _check_enclosing(factory, enclosing, mean_seen)
   finally:
     del frame
+
+
+def _check_enclosing(factory, enclosing, mean_seen: bool) -> bool:
+  """Raises TypeError unless `enclosing` may enclose DP-REC's `create`.
+
+  Args:
+    factory: The DP-REC factory whose `create` is running.
+    enclosing: The `self` of a frame up the stack (any object).
+    mean_seen: Whether a mean encloses the frames checked so far.
+
+  Returns:
+    Whether a mean encloses the creation once `enclosing` is counted.
+  """
+  if not isinstance(enclosing, (tff.aggregators.UnweightedAggregationFactory,
+                                tff.aggregators.WeightedAggregationFactory)):
+    return mean_seen
+  if isinstance(enclosing, (DPRecSumFactory,
+                            tff.aggregators.UnweightedMeanFactory)):
+    return mean_seen or isinstance(enclosing,
+                                   tff.aggregators.UnweightedMeanFactory)
+  if isinstance(enclosing, _WEIGHTS_IGNORED):
+    if mean_seen:
+      return mean_seen
+    raise TypeError(
+        f'{type(factory).__name__} sums the client updates; as a '
+        '`tff.learning` model aggregator the server would apply the sum, '
+        'not the mean. Pass model_aggregator=tff_dprec.learning.'
+        'dp_rec_aggregator(...) (the DP-REC mean) to '
+        'tff.learning.algorithms.build_unweighted_fed_avg.')
+  if isinstance(enclosing, tff.aggregators.WeightedAggregationFactory):
+    raise TypeError(
+        f'{type(factory).__name__} cannot be used inside the weighted '
+        f'{type(enclosing).__name__}: the client weights would reach the '
+        'server as float32 in the clear and the clip would bound weight '
+        'x update. DP-REC averages without weights: use '
+        'tff.learning.algorithms.build_unweighted_fed_avg with '
+        'model_aggregator=tff_dprec.learning.dp_rec_aggregator(...).')
+  raise TypeError(
+      f'{type(factory).__name__} cannot be used inside '
+      f'{type(enclosing).__name__}: that factory runs its own client '
+      'code around DP-REC (for example the clipped or zeroed counts of '
+      'tff.aggregators.clipping_factory and zeroing_factory), and its '
+      'outputs would reach the server in the clear, outside the DP-REC '
+      'message and its epsilon. DP-REC clips every update itself '
+      '(l2_clip): pass model_aggregator=tff_dprec.learning.'
+      'dp_rec_aggregator(...) to '
+      'tff.learning.algorithms.build_unweighted_fed_avg unwrapped.')
 
 
 def _is_tff_builder(frame) -> bool:
