@@ -78,7 +78,8 @@ class RealImagesTest(tf.test.TestCase):
     self.assertEqual(tuning[-1].noise_stddev, 0.02)
     for c in tuning:
       self.assertEqual((c.target_epsilon, c.seeds),
-                       (3.0, (epsilon_sweep.TUNE_SEED_OFFSET,)))
+                       (3.0, (epsilon_sweep.TUNE_SEED_OFFSET,
+                              epsilon_sweep.TUNE_SEED_OFFSET + 1)))
     rows = [c for c in calls if c.eval_split == 'test']
     self.assertEqual(
         [(c.aggregators, c.target_epsilon) for c in rows][:5],
@@ -113,12 +114,14 @@ class RealImagesTest(tf.test.TestCase):
     self.assertIn("DP-REC at the paper's c = 0.545 | 3 |", table)
     self.assertIn("(the paper's accounting: ", table)
     self.assertIn('dp_fedavg l2_clip=0.01; dp_rec noise_stddev=0.01', table)
-    # The fake adds 0.01 per seed, and tuning seeds start at 1000.
-    self.assertIn('* dp_fedavg: l2_clip=0.005: 1050.00, l2_clip=0.01: '
-                  '1060.00, l2_clip=0.02: 1055.00 (inside the grid).', table)
-    self.assertIn('* dp_rec: noise_stddev=0.0025: 1020.00, noise_stddev=0.005:'
-                  ' 1030.00, noise_stddev=0.01: 1040.00, noise_stddev=0.02: '
-                  '1035.00 (extended to noise_stddev=0.02, inside the grid).',
+    # The fake adds 0.01 per seed; tuning seeds 1000 and 1001 average 1000.5.
+    self.assertIn('Chosen on the validation split at epsilon 3 (the mean of 2 '
+                  'seed(s) per setting):', table)
+    self.assertIn('* dp_fedavg: l2_clip=0.005: 1050.50, l2_clip=0.01: '
+                  '1060.50, l2_clip=0.02: 1055.50 (inside the grid).', table)
+    self.assertIn('* dp_rec: noise_stddev=0.0025: 1020.50, noise_stddev=0.005:'
+                  ' 1030.50, noise_stddev=0.01: 1040.50, noise_stddev=0.02: '
+                  '1035.50 (extended to noise_stddev=0.02, inside the grid).',
                   table)
     with open(os.path.join(out, 'fashion_mnist.csv')) as f:
       self.assertLen(list(csv.DictReader(f)), 12)
@@ -171,9 +174,46 @@ class RealImagesTest(tf.test.TestCase):
                   table)
     self.assertIn('| DP-FedAvg | 6 | PLD |', table)
     self.assertNotIn('| DP-REC |', table)
-    self.assertIn('* dp_rec: noise_stddev=0.0025: 1020.00', table)
+    self.assertIn('* dp_rec: noise_stddev=0.0025: 1020.50', table)
     self.assertIn('DP-REC, epsilon 3 (0 runs finished); ', table)
     self.assertNotIn('DP-FedAvg, epsilon 3 (', table)
+
+  def test_tuning_seeds_sets_the_seeds_per_setting(self):
+    calls = []
+    task, plan_for, run = self._fakes(calls)
+    out = self.create_tempdir().full_path
+    with mock.patch.object(training, 'run', run), \
+        mock.patch.object(training, 'plan_for', plan_for), \
+        mock.patch.object(tasks_lib, 'create_task', lambda *a, **k: task):
+      real_images.run(out, 'data', rounds=300, seeds=2, log=lambda *a: None,
+                      tuning_seeds=3)
+    tuning = [c for c in calls if c.eval_split == 'validation']
+    self.assertLen(tuning, 7)
+    first = epsilon_sweep.TUNE_SEED_OFFSET
+    for c in tuning:
+      self.assertEqual(c.seeds, (first, first + 1, first + 2))
+    with open(os.path.join(out, 'fashion_mnist.md')) as f:
+      table = f.read()
+    self.assertIn('(the mean of 3 seed(s) per setting)', table)
+    self.assertIn('l2_clip=0.005: 1051.00,', table)
+
+  def test_bad_seeds_name_the_argument(self):
+    for kwargs, arg in ((dict(tuning_seeds=0), 'tuning_seeds=0'),
+                        (dict(seeds=0), 'seeds=0'),
+                        (dict(tuning_seeds=1.5), 'tuning_seeds=1.5'),
+                        (dict(rounds=1), 'rounds=1')):
+      with self.subTest(arg), self.assertRaisesRegex(
+          ValueError, arg.split('=')[0] + r' must be .*found ' +
+          arg.split('=')[1]):
+        real_images.run(self.create_tempdir().full_path, 'data', **kwargs)
+
+  def test_tuning_seeds_flag_is_checked(self):
+    for argv in (['--part=utility', '--tuning_seeds=2'],
+                 ['--part=fashion_mnist', '--tuning_seeds=0']):
+      with self.subTest(argv), self.assertRaises(SystemExit) as raised:
+        reproduce.main(argv + ['--output_dir',
+                               self.create_tempdir().full_path])
+      self.assertEqual(raised.exception.code, 2)
 
   def test_report_only_is_for_fashion_mnist_alone(self):
     with self.assertRaises(SystemExit) as raised:

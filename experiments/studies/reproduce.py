@@ -107,6 +107,9 @@ def main(argv=None):
                       help='utility, ablations: 3; fashion_mnist: 2')
   parser.add_argument('--rounds', type=int, default=None,
                       help='fashion_mnist only: rounds per run (300)')
+  parser.add_argument('--tuning_seeds', type=int, default=None,
+                      help='fashion_mnist only: seeds per tuning setting '
+                      '(2)')
   parser.add_argument('--report_only', action='store_true',
                       help='fashion_mnist only: train nothing; write the '
                       'table and curves from the runs finished so far')
@@ -119,6 +122,12 @@ def main(argv=None):
     if args.report_only and (parts or not real_data):
       raise ValueError(f'--report_only applies to --part=fashion_mnist '
                        f'alone, found --part={args.part}.')
+    if args.tuning_seeds is not None and not real_data:
+      raise ValueError(f'--tuning_seeds applies to --part=fashion_mnist, '
+                       f'found --part={args.part}.')
+    if args.tuning_seeds is not None and args.tuning_seeds < 1:
+      raise ValueError(f'--tuning_seeds must be at least 1, found '
+                       f'{args.tuning_seeds}.')
     if args.rounds is not None and args.rounds < 2:
       raise ValueError(f'--rounds must be at least 2, found {args.rounds}.')
     if parts or not real_data:
@@ -155,7 +164,9 @@ def _real_data(args, log):
     real_images.run(args.output_dir, args.data_dir,
                     rounds=args.rounds or real_images.DEFAULT_ROUNDS,
                     seeds=args.training_seeds or 2, log=log,
-                    report_only=args.report_only)
+                    report_only=args.report_only,
+                    tuning_seeds=(args.tuning_seeds or
+                                  real_images.TUNING_SEEDS))
   except tasks.MissingDataError as e:
     worker_reaper.reap()
     print(f'error: {e}', file=sys.stderr)
