@@ -104,25 +104,7 @@ class RealImagesTest(tf.test.TestCase):
     self.assertEqual([c.target_epsilon for c in rows[5:]],
                      [6.0, 6.0, rows[7].target_epsilon, 6.0])
     self.assertEqual(rows[7].clip_ratio, 0.87)
-    with open(os.path.join(out, 'fashion_mnist.md')) as f:
-      table = f.read()
-    # Seeds 0 and 1 differ by a point: SE 0.5 each, 0.71 for a gap.
-    self.assertIn('| DP-REC - DP-FedAvg | 3 | -20.00 ± 0.71 | -12.6 |',
-                  table)
-    self.assertIn('| DP-REC - DDGauss16 | 6 | -10.00 ± 0.71 | - |', table)
-    self.assertIn('| FedAvg | - | - | - | 80.50 ± 0.50 (2 seeds) |', table)
-    self.assertIn("DP-REC at the paper's c = 0.545 | 3 |", table)
-    self.assertIn("(the paper's accounting: ", table)
-    self.assertIn('dp_fedavg l2_clip=0.01; dp_rec noise_stddev=0.01', table)
-    # The fake adds 0.01 per seed; tuning seeds 1000 and 1001 average 1000.5.
-    self.assertIn('Chosen on the validation split at epsilon 3 (the mean of 2 '
-                  'seed(s) per setting):', table)
-    self.assertIn('* dp_fedavg: l2_clip=0.005: 1050.50, l2_clip=0.01: '
-                  '1060.50, l2_clip=0.02: 1055.50 (inside the grid).', table)
-    self.assertIn('* dp_rec: noise_stddev=0.0025: 1020.50, noise_stddev=0.005:'
-                  ' 1030.50, noise_stddev=0.01: 1040.50, noise_stddev=0.02: '
-                  '1035.50 (extended to noise_stddev=0.02, inside the grid).',
-                  table)
+    self._check_table(out)
     with open(os.path.join(out, 'fashion_mnist.csv')) as f:
       self.assertLen(list(csv.DictReader(f)), 12)
     self.assertGreater(
@@ -177,6 +159,28 @@ class RealImagesTest(tf.test.TestCase):
     self.assertIn('* dp_rec: noise_stddev=0.0025: 1020.50', table)
     self.assertIn('DP-REC, epsilon 3 (0 runs finished); ', table)
     self.assertNotIn('DP-FedAvg, epsilon 3 (', table)
+
+  def _check_table(self, out):
+    """The main test's table: rows, gaps and the tuning's scores."""
+    with open(os.path.join(out, 'fashion_mnist.md')) as f:
+      table = f.read()
+    # Seeds 0 and 1 differ by a point: SE 0.5 each, 0.71 for a gap.
+    self.assertIn('| DP-REC - DP-FedAvg | 3 | -20.00 ± 0.71 | -12.6 |',
+                  table)
+    self.assertIn('| DP-REC - DDGauss16 | 6 | -10.00 ± 0.71 | - |', table)
+    self.assertIn('| FedAvg | - | - | - | 80.50 ± 0.50 (2 seeds) |', table)
+    self.assertIn("DP-REC at the paper's c = 0.545 | 3 |", table)
+    self.assertIn("(the paper's accounting: ", table)
+    self.assertIn('dp_fedavg l2_clip=0.01; dp_rec noise_stddev=0.01', table)
+    # The fake adds 0.01 per seed; tuning seeds 1000 and 1001 average 1000.5.
+    self.assertIn('Chosen on the validation split at epsilon 3 (the mean of 2 '
+                  'seed(s) per setting):', table)
+    self.assertIn('* dp_fedavg: l2_clip=0.005: 1050.50, l2_clip=0.01: '
+                  '1060.50, l2_clip=0.02: 1055.50 (inside the grid).', table)
+    self.assertIn('* dp_rec: noise_stddev=0.0025: 1020.50, noise_stddev=0.005:'
+                  ' 1030.50, noise_stddev=0.01: 1040.50, noise_stddev=0.02: '
+                  '1035.50 (extended to noise_stddev=0.02, inside the grid).',
+                  table)
 
   def test_tuning_seeds_sets_the_seeds_per_setting(self):
     calls = []
