@@ -230,6 +230,13 @@ class MainJobPipelineTest(tf.test.TestCase):
     self.assertEqual([(r['aggregator'], r['seed']) for r in records],
                      [(n, s) for n in names for s in (5, 6)])
     _check_outputs(self, task_dir, records, 3, 8.0)
+    self._check_read_back(data_dir, output_dir, names, records)
+    self._check_paired_seeds(task_dir, records, names)
+    self._check_table(task_dir, data_dir, names)
+    self._check_curves_and_tensorboard(task_dir, names)
+
+  def _check_read_back(self, data_dir, output_dir, names, records):
+    """`finished_records` reads the runs back, trains and writes nothing."""
     # Read back without training: the finished runs of the same setting
     # (seed 7 never ran), none under another one.
     config = config_lib.RunConfig(
@@ -247,6 +254,9 @@ class MainJobPipelineTest(tf.test.TestCase):
     self.assertEqual(training.finished_records(config_lib.RunConfig(
         **{**config.asdict(), 'output_dir': elsewhere})), [])
     self.assertFalse(os.path.exists(elsewhere))  # Nothing written.
+
+  def _check_paired_seeds(self, task_dir, records, names):
+    """Seeds differ; the aggregators of one seed share its initial model."""
     # The two seeds are different runs: the initial model differs between
     # seeds and is shared by every aggregator of a seed (paired runs).
     # Private runs draw fresh noise, so only FedAvg's final metric is a
@@ -264,6 +274,9 @@ class MainJobPipelineTest(tf.test.TestCase):
     self.assertNotEqual(initial['fedavg', 5], initial['fedavg', 6])
     a, b = (r for r in records if r['aggregator'] == 'fedavg')
     self.assertNotEqual(a['final_metric'], b['final_metric'])
+
+  def _check_table(self, task_dir, data_dir, names):
+    """table.md: mean +- SE per aggregator and the baselines; table.csv."""
     table = open(os.path.join(task_dir, 'table.md')).read()
     for name in names:
       row = next(line for line in table.splitlines()
@@ -279,6 +292,9 @@ class MainJobPipelineTest(tf.test.TestCase):
       rows = list(csv.DictReader(f))
     self.assertEqual([r['aggregator'] for r in rows], names)
     self.assertEqual({r['n_seeds'] for r in rows}, {'2'})
+
+  def _check_curves_and_tensorboard(self, task_dir, names):
+    """curves.csv at rounds 0, 2 and 3; TensorBoard folders."""
     # Learning curves: rounds 0 (initial model), 2 (eval_every) and 3
     # (final) for every aggregator and seed, cumulative bits growing.
     with open(os.path.join(task_dir, 'curves.csv')) as f:
@@ -304,7 +320,6 @@ class MainJobPipelineTest(tf.test.TestCase):
         folder = os.path.join(task_dir, 'tensorboard', name, f'seed{seed}')
         self.assertTrue(any('tfevents' in f for f in os.listdir(folder)),
                         folder)
-
 
 # Every aggregator, and one of the no-noise controls (they share one builder;
 # tests/controls_test.py covers each).

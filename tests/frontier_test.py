@@ -73,14 +73,14 @@ class ParseTest(tf.test.TestCase):
 
 class RunFrontierTest(tf.test.TestCase):
 
-  def test_tunes_on_validation_then_runs_on_test(self):
+  def _fakes(self, calls):
+    """(task, plan_for, run): fakes that record the runs asked for."""
     # training, the plans and the task are fakes: this checks which runs the
     # frontier asks for and what it keeps, not what they learn.
     defaults = types.SimpleNamespace(
         rounds=5, clients_per_round=2, bits=None, grouping='network',
         noise_stddev=0.006, l2_clip=0.2, eval_every=10, client_lr=0.1)
     task = types.SimpleNamespace(defaults=defaults, population=1000)
-    calls = []
     # Validation metric by DP-REC sigma (clip / c with c = 2 at B = 80).
     validation = {0.05: 0.1, 0.1: 0.3, 0.2: math.nan}
 
@@ -102,6 +102,11 @@ class RunFrontierTest(tf.test.TestCase):
                       seed=s, clip_ratio=2.0, noise_stddev=0.1, l2_clip=0.2)
               for a in config.aggregators for s in config.seeds]
 
+    return task, plan_for, run
+
+  def test_tunes_on_validation_then_runs_on_test(self):
+    calls = []
+    task, plan_for, run = self._fakes(calls)
     out = self.create_tempdir().full_path
     base = config_lib.RunConfig(task='stackoverflow_lr',
                                 aggregators=('dp_rec', 'dp_fedavg'),
@@ -249,8 +254,9 @@ class RunFrontierTest(tf.test.TestCase):
     row = frontier.summarize([('dp_rec', 80, [_record(
         'dp_rec', 0.5, 1e-6, 1e-3, 80, clip_ratio=2.0, noise_stddev=0.2,
         l2_clip=0.4)], info)])
-    self.assertIn('(tuned, extended to noise_stddev=0.2, edge: noise_stddev '
-                  '(largest))', frontier.markdown(row, {}, 'recall@5'))
+    self.assertIn('(tuned, grid grown past its edge to noise_stddev=0.2, '
+                  'edge: noise_stddev (largest))',
+                  frontier.markdown(row, {}, 'recall@5'))
     # Best at the smallest edge: one step down, then inside.
     tuned, info, _ = self._extend({0.025: 0.1, 0.05: 0.3, 0.1: 0.2},
                                   extensions=2)

@@ -179,7 +179,7 @@ class RealImagesTest(tf.test.TestCase):
                   '1060.50, l2_clip=0.02: 1055.50 (inside the grid).', table)
     self.assertIn('* dp_rec: noise_stddev=0.0025: 1020.50, noise_stddev=0.005:'
                   ' 1030.50, noise_stddev=0.01: 1040.50, noise_stddev=0.02: '
-                  '1035.50 (extended to noise_stddev=0.02, inside the grid).',
+                  '1035.50 (grid grown past its edge to noise_stddev=0.02, inside the grid).',
                   table)
 
   def test_tuning_seeds_sets_the_seeds_per_setting(self):

@@ -105,6 +105,10 @@ class EdgeTest(tf.test.TestCase):
     self.assertLen(results, 4)
     self.assertEqual(announced[0], ({'l2_clip': 2.0}, {'l2_clip': 4.0}))
     self.assertEqual(grid, [{'l2_clip': 1.0}, {'l2_clip': 2.0}])  # Unchanged.
+    self.assertEqual(tune.grown_note([tune.key(s) for s in added]),
+                     'grid grown past its edge to l2_clip=4.0, then '
+                     'l2_clip=8.0')
+    self.assertEqual(tune.grown_note([]), '')
     calls.clear()
     chosen, _, _, added = tune.tune_past_edges(tune_grid, grid, 0)
     self.assertEqual((calls, chosen, added), ([[1, 2]], {'l2_clip': 2.0}, []))
@@ -314,14 +318,14 @@ class EpsilonSweepTest(tf.test.TestCase):
         epsilon_sweep.choose(results([math.nan] * 3, [1.7] * 3), settings))
     self.assertEqual(epsilon_sweep.choose({}, []), {})
 
-  def test_run_sweep_tunes_on_validation_and_runs_points_on_test(self):
+  def _sweep_fakes(self, calls):
+    """(task, plan_for, run): fakes that record the runs asked for."""
     # training, the plans and the task are replaced by fakes: this checks
     # which runs the sweep asks for, not what they learn.
     defaults = types.SimpleNamespace(
         rounds=5, clients_per_round=2, bits=None, grouping='network',
         noise_stddev=0.006, l2_clip=0.2, eval_every=10, client_lr=0.1)
     task = types.SimpleNamespace(defaults=defaults, population=1000)
-    calls = []
     # Validation metric of each prior sigma: 0.012 diverges.
     validation = {0.003: 0.1, 0.006: 0.3, 0.012: math.nan}
 
@@ -344,6 +348,11 @@ class EpsilonSweepTest(tf.test.TestCase):
                    params=dict(clip_ratio=2.0, bits=5), metric_label='m')
               for a in config.aggregators for s in config.seeds]
 
+    return task, plan_for, run
+
+  def test_run_sweep_tunes_on_validation_and_runs_points_on_test(self):
+    calls = []
+    task, plan_for, run = self._sweep_fakes(calls)
     out = self.create_tempdir().full_path
     base = config_lib.RunConfig(task='stackoverflow_lr',
                                 aggregators=('dp_rec',), output_dir=out,

@@ -357,8 +357,9 @@ def markdown(rows, context: dict, label: str) -> str:
     se = '' if r['se'] is None else f" ± {100 * r['se']:.2f}"
     setting = r['note'] or r['setting']
     if r['tuned']:
-      notes = ['tuned'] + ([f"extended to {r['extended']}"]
-                           if r.get('extended') else [])
+      grown = tune_lib.grown_note(
+          [k for k in (r.get('extended') or '').split('; ') if k])
+      notes = ['tuned'] + ([grown] if grown else [])
       notes += [f"edge: {r['edge']}"] if r['edge'] else []
       setting += ' (' + ', '.join(notes) + ')'
     lines.append(

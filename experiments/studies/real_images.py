@@ -401,7 +401,8 @@ def markdown(table, chosen, tuning=None, pending=()) -> str:
     if 'note' in t:
       lines.append(f"* {name}: {t['note']}.")
       continue
-    notes = [f"extended to {', '.join(t['extended'])}"] if t['extended'] else []
+    grown = tune_lib.grown_note(t['extended'])
+    notes = [grown] if grown else []
     notes.append(f"at the edge: {'; '.join(t['edges'])}" if t['edges'] else
                  'inside the grid')
     lines.append(f"* {name}: {_scores(t)} ({', '.join(notes)}).")

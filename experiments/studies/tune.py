@@ -176,6 +176,17 @@ def _numbers(settings, field):
   return sorted(set(values))
 
 
+def grown_note(added) -> str:
+  """How `tune_past_edges` grew a grid, for a table: '' if it did not.
+
+  `added` lists the settings' keys in the order they were added (each one
+  geometric step past the edge the best value sat on).
+  """
+  if not added:
+    return ''
+  return 'grid grown past its edge to ' + ', then '.join(added)
+
+
 def edges(chosen: dict, settings) -> list[str]:
   """The varied numeric fields of a grid whose chosen value is its smallest
   or largest ('noise_stddev (largest)'); [] inside the grid or untuned."""
