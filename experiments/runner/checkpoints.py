@@ -22,6 +22,7 @@ import asyncio
 import base64
 import hashlib
 import json
+import math
 import os
 import tempfile
 import time
@@ -132,6 +133,23 @@ class NpzProgramStateManager(tff.program.FileProgramStateManager):
 
 
 _STATE_FILE = 'state.npz'
+# How closely a finished run's parameters must agree with a run's for its
+# record to be reused (`RunCheckpointer.read_record`): far above the last
+# bits a calibration can differ in between machines, far below any setting
+# a user would call different.
+PARAMS_RTOL = 1e-9
+
+
+def _fingerprint(config: dict) -> str:
+  return hashlib.sha256(
+      json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _close(a, b) -> bool:
+  """Equal, or floats within `PARAMS_RTOL` of each other."""
+  if isinstance(a, float) and isinstance(b, float):
+    return math.isclose(a, b, rel_tol=PARAMS_RTOL, abs_tol=0.0)
+  return type(a) is type(b) and a == b
 # A finished run's record (`RunCheckpointer.write_record`), in its folder.
 RECORD_FILE = 'record.json'
 
@@ -146,8 +164,8 @@ class RunCheckpointer:
     os.makedirs(self._dir, exist_ok=True)
     self._manager = NpzProgramStateManager(
         self._dir, prefix=_PREFIX, keep_total=keep, keep_first=False)
-    self._fingerprint = hashlib.sha256(
-        json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()
+    self._config = config
+    self._fingerprint = _fingerprint(config)
     self._record_path = os.path.join(run_dir, RECORD_FILE)
     self._print = print_fn
 
@@ -239,13 +257,43 @@ class RunCheckpointer:
     return any(name.startswith(_PREFIX) for name in os.listdir(self._dir))
 
   def read_record(self) -> Optional[dict]:
+    """The finished run's record file, if it is this configuration's."""
     if not os.path.exists(self._record_path):
       return None
     with open(self._record_path) as f:
       saved = json.load(f)
-    if saved.get('fingerprint') != self._fingerprint:
-      return None
-    return saved
+    if saved.get('fingerprint') == self._fingerprint:
+      return saved
+    if self._same_but_last_bits(saved):
+      self._print(f'note: {self._record_path} was trained with parameters '
+                  f'{saved["record"]["params"]}, equal to this run\'s '
+                  f'{self._config["params"]} to a relative '
+                  f'{PARAMS_RTOL:g} (another machine\'s last bits of a '
+                  'calibration); reusing it.')
+      return saved
+    return None
+
+  def _same_but_last_bits(self, saved: dict) -> bool:
+    """Whether `saved` is this run's but for its params' last bits.
+
+    Calibrated parameters (a noise multiplier, DP-REC's c) can differ in
+    their last bits between machines, whose FFTs round differently, and a
+    finished run at the other machine's value is the same experiment. The
+    record must match once its own params replace this run's, and every
+    param must agree to a relative `PARAMS_RTOL`.
+
+    Args:
+      saved: The stored record file's contents.
+    """
+    stored = (saved.get('record') or {}).get('params')
+    mine = self._config.get('params')
+    if not isinstance(stored, dict) or not isinstance(mine, dict):
+      return False
+    if stored.keys() != mine.keys() or not all(
+        _close(stored[key], mine[key]) for key in mine):
+      return False
+    return saved.get('fingerprint') == _fingerprint(
+        dict(self._config, params=stored))
 
   def write_record(self, record: dict, curve) -> None:
     ledger.write_json_atomically(self._record_path, dict(
