@@ -5,6 +5,7 @@ import os
 import types
 from unittest import mock
 
+from absl.testing import parameterized
 import tensorflow as tf
 
 from experiments.data import tasks as tasks_lib
@@ -15,7 +16,7 @@ from experiments.studies import reproduce
 from tff_dprec import accounting
 
 
-class RealImagesTest(tf.test.TestCase):
+class RealImagesTest(parameterized.TestCase):
 
   def _fakes(self, calls):
     defaults = types.SimpleNamespace(
@@ -174,7 +175,7 @@ class RealImagesTest(tf.test.TestCase):
     self.assertIn('dp_fedavg l2_clip=0.01; dp_rec noise_stddev=0.01', table)
     # The fake adds 0.01 per seed; tuning seeds 1000 and 1001 average 1000.5.
     self.assertIn('Chosen on the validation split at epsilon 3 (the mean of 2 '
-                  'seed(s) per setting):', table)
+                  'seeds per setting):', table)
     self.assertIn('* dp_fedavg: l2_clip=0.005: 1050.50, l2_clip=0.01: '
                   '1060.50, l2_clip=0.02: 1055.50 (inside the grid).', table)
     self.assertIn('* dp_rec: noise_stddev=0.0025: 1020.50, noise_stddev=0.005:'
@@ -182,7 +183,12 @@ class RealImagesTest(tf.test.TestCase):
                   '1035.50 (grid grown past its edge to noise_stddev=0.02, inside the grid).',
                   table)
 
-  def test_tuning_seeds_sets_the_seeds_per_setting(self):
+  @parameterized.named_parameters(
+      ('one', 1, '(one seed per setting)', 'l2_clip=0.005: 1050.00,'),
+      ('three', 3, '(the mean of 3 seeds per setting)',
+       'l2_clip=0.005: 1051.00,'))
+  def test_tuning_seeds_sets_the_seeds_per_setting(self, tuning_seeds, says,
+                                                   score):
     calls = []
     task, plan_for, run = self._fakes(calls)
     out = self.create_tempdir().full_path
@@ -190,16 +196,16 @@ class RealImagesTest(tf.test.TestCase):
         mock.patch.object(training, 'plan_for', plan_for), \
         mock.patch.object(tasks_lib, 'create_task', lambda *a, **k: task):
       real_images.run(out, 'data', rounds=300, seeds=2, log=lambda *a: None,
-                      tuning_seeds=3)
+                      tuning_seeds=tuning_seeds)
     tuning = [c for c in calls if c.eval_split == 'validation']
     self.assertLen(tuning, 7)
     first = epsilon_sweep.TUNE_SEED_OFFSET
     for c in tuning:
-      self.assertEqual(c.seeds, (first, first + 1, first + 2))
+      self.assertEqual(c.seeds, tuple(range(first, first + tuning_seeds)))
     with open(os.path.join(out, 'fashion_mnist.md')) as f:
       table = f.read()
-    self.assertIn('(the mean of 3 seed(s) per setting)', table)
-    self.assertIn('l2_clip=0.005: 1051.00,', table)
+    self.assertIn(says, table)
+    self.assertIn(score, table)
 
   def test_bad_seeds_name_the_argument(self):
     for kwargs, arg in ((dict(tuning_seeds=0), 'tuning_seeds=0'),

@@ -391,8 +391,11 @@ def markdown(table, chosen, tuning=None, pending=()) -> str:
                  f"{100 * g['gap']:+.2f}{se} | {paper_gap} |")
   tuned_seeds = sorted({t['seeds'] for t in (tuning or {}).values()
                         if 'seeds' in t})
-  per_setting = (f" (the mean of {' or '.join(map(str, tuned_seeds))} "
-                 'seed(s) per setting)' if tuned_seeds else '')
+  per_setting = (
+      '' if not tuned_seeds else ' (one seed per setting)'
+      if tuned_seeds == [1] else
+      f" (the mean of {' or '.join(map(str, tuned_seeds))} seeds per "
+      'setting)')
   lines += ['', f'Chosen on the validation split at epsilon 3{per_setting}: '
             + '; '.join(
       f'{name} {tune_lib.key(s) or "task defaults"}'
