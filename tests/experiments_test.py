@@ -4,9 +4,11 @@ import collections
 import csv
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 
 from absl.testing import parameterized
 import numpy as np
@@ -812,6 +814,38 @@ class PrivacyLedgerTest(tf.test.TestCase):
 class ResumeTest(tf.test.TestCase):
   """SIGKILL at any phase of a round, resume: same results as no crash."""
 
+  # A DP-REC run killed after round 3 trained, before it saved (made once
+  # per test process, `_killed_after_round_3_trained`).
+  _killed_dir = None
+
+  @classmethod
+  def tearDownClass(cls):
+    if cls._killed_dir is not None:
+      shutil.rmtree(cls._killed_dir, ignore_errors=True)
+      cls._killed_dir = None
+    super().tearDownClass()
+
+  def _killed_after_round_3_trained(self):
+    """(args, output_dir) of a fresh copy of the killed run's folder."""
+    def args_for(output_dir, data_dir):
+      return ['--task=digits', '--aggregators=dp_rec', '--rounds=5',
+              '--clients_per_round=4', '--target_epsilon=8',
+              '--eval_every=10', f'--output_dir={output_dir}',
+              f'--data_dir={data_dir}']
+    cls = type(self)
+    if cls._killed_dir is None:
+      made = tempfile.mkdtemp()
+      killed = _run_cli(args_for(os.path.join(made, 'out'),
+                                 os.path.join(made, 'data')),
+                        {training.TEST_KILL_ENV: 'dp_rec:3:trained'})
+      self.assertEqual(killed.returncode, -signal.SIGKILL,
+                       killed.stderr[-3000:])
+      cls._killed_dir = made
+    output_dir = os.path.join(self.create_tempdir().full_path, 'out')
+    shutil.copytree(os.path.join(cls._killed_dir, 'out'), output_dir)
+    return (args_for(output_dir, os.path.join(cls._killed_dir, 'data')),
+            output_dir)
+
   def _args(self, output_dir, data_dir, aggregators='dp_rec,fedavg'):
     return ['--task=digits', f'--aggregators={aggregators}', '--rounds=5',
             '--clients_per_round=4', '--target_epsilon=8', '--eval_every=2',
@@ -892,13 +926,7 @@ class ResumeTest(tf.test.TestCase):
       self.assertEqual(got[key], want[key], key)
 
   def test_lost_round_counts_as_spent_privacy(self):
-    data_dir = self.create_tempdir().full_path
-    output_dir = self.create_tempdir().full_path
-    args = ['--task=digits', '--aggregators=dp_rec', '--rounds=5',
-            '--clients_per_round=4', '--target_epsilon=8', '--eval_every=10',
-            f'--output_dir={output_dir}', f'--data_dir={data_dir}']
-    killed = _run_cli(args, {training.TEST_KILL_ENV: 'dp_rec:3:trained'})
-    self.assertEqual(killed.returncode, -signal.SIGKILL)
+    args, output_dir = self._killed_after_round_3_trained()
     resumed = _run_cli(args)
     self.assertEqual(resumed.returncode, 0, resumed.stderr[-3000:])
     self.assertIn('count as spent privacy', resumed.stdout + resumed.stderr)
@@ -918,13 +946,7 @@ class ResumeTest(tf.test.TestCase):
   def test_ledger_missing_behind_or_garbage_is_refused(self):
     # Issue 14's under-counts: a run killed after round 3 trained leaves a
     # checkpoint of round 2 and a ledger that says 3 rounds started.
-    data_dir = self.create_tempdir().full_path
-    output_dir = self.create_tempdir().full_path
-    args = ['--task=digits', '--aggregators=dp_rec', '--rounds=5',
-            '--clients_per_round=4', '--target_epsilon=8', '--eval_every=10',
-            f'--output_dir={output_dir}', f'--data_dir={data_dir}']
-    killed = _run_cli(args, {training.TEST_KILL_ENV: 'dp_rec:3:trained'})
-    self.assertEqual(killed.returncode, -signal.SIGKILL)
+    args, output_dir = self._killed_after_round_3_trained()
     ledger_path = os.path.join(output_dir, 'digits', 'dp_rec', 'seed0',
                                'privacy_ledger.json')
     with open(ledger_path) as f:

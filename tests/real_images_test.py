@@ -207,6 +207,19 @@ class RealImagesTest(parameterized.TestCase):
     self.assertIn(says, table)
     self.assertIn(score, table)
 
+  def test_curves_average_the_rounds_every_seed_has_and_the_ends(self):
+    # Seed 0 lost two rounds to a kill: it ends at 48 and has no round 50.
+    path = os.path.join(self.create_tempdir().full_path, 'curves.csv')
+    rows = [('0', 0, 0.1), ('0', 25, 0.3), ('0', 48, 0.5),
+            ('1', 0, 0.1), ('1', 25, 0.5), ('1', 40, 0.55), ('1', 50, 0.7),
+            ('2', 0, 0.1), ('2', 25, 0.4), ('2', 50, 0.6)]
+    with open(path, 'w') as f:
+      f.write('aggregator,seed,round,metric\n')
+      f.writelines(f'dp_rec,{seed},{r},{m}\n' for seed, r, m in rows)
+    rounds, means = real_images._mean_curves(path)['dp_rec']  # pylint: disable=protected-access
+    self.assertEqual(rounds, [0, 25, 50])
+    self.assertSequenceAlmostEqual(means, [0.1, 0.4, 0.6], places=12)
+
   def test_bad_seeds_name_the_argument(self):
     for kwargs, arg in ((dict(tuning_seeds=0), 'tuning_seeds=0'),
                         (dict(seeds=0), 'seeds=0'),

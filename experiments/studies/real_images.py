@@ -478,17 +478,35 @@ _COLORS = {'dp_fedavg': 'tab:orange', 'dp_rec': 'tab:blue',
 
 
 def _mean_curves(path) -> dict:
-  """{aggregator: (rounds, mean metric)} from a run's curves.csv."""
+  """{aggregator: (rounds, mean metric)} from a run's curves.csv.
+
+  A mean is drawn at the rounds every seed evaluated, and at the end: the
+  mean of every seed's last point, at the latest of their rounds. A seed
+  can end early (rounds lost to a kill count as spent privacy and shorten
+  its run), and a mean over whichever seeds reached a round would jump.
+
+  Args:
+    path: The row's curves.csv (columns aggregator, seed, round, metric).
+  """
   points = {}
   if not os.path.exists(path):  # No run of the row has finished yet.
     return points
   with open(path) as f:
     for r in csv.DictReader(f):
       points.setdefault(r['aggregator'], {}).setdefault(
-          int(r['round']), []).append(float(r['metric']))
-  return {name: (sorted(by_round), [sum(v) / len(v) for _, v in
-                                    sorted(by_round.items())])
-          for name, by_round in points.items()}
+          r['seed'], {})[int(r['round'])] = float(r['metric'])
+  return {name: _mean_curve(list(by_seed.values()))
+          for name, by_seed in points.items()}
+
+
+def _mean_curve(seeds: list[dict]) -> tuple[list, list]:
+  """(rounds, means) of per-seed {round: metric} curves (`_mean_curves`)."""
+  ends = [max(curve) for curve in seeds]
+  shared = sorted(set.intersection(*(
+      {r for r in curve if r < end} for curve, end in zip(seeds, ends))))
+  means = [sum(curve[r] for curve in seeds) / len(seeds) for r in shared]
+  final = sum(curve[end] for curve, end in zip(seeds, ends)) / len(seeds)
+  return shared + [max(ends)], means + [final]
 
 
 def cells(table) -> list[dict]:
