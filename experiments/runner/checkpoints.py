@@ -133,6 +133,8 @@ class NpzProgramStateManager(tff.program.FileProgramStateManager):
 
 
 _STATE_FILE = 'state.npz'
+# A finished run's record (`RunCheckpointer.write_record`), in its folder.
+RECORD_FILE = 'record.json'
 # How closely a finished run's parameters must agree with a run's for its
 # record to be reused (`RunCheckpointer.read_record`): far above the last
 # bits a calibration can differ in between machines, far below any setting
@@ -150,8 +152,6 @@ def _close(a, b) -> bool:
   if isinstance(a, float) and isinstance(b, float):
     return math.isclose(a, b, rel_tol=PARAMS_RTOL, abs_tol=0.0)
   return type(a) is type(b) and a == b
-# A finished run's record (`RunCheckpointer.write_record`), in its folder.
-RECORD_FILE = 'record.json'
 
 
 class RunCheckpointer:

@@ -389,13 +389,7 @@ def markdown(table, chosen, tuning=None, pending=()) -> str:
                  f"{100 * g['paper_gap']:+.1f}")
     lines.append(f"| DP-REC - {_LABELS[g['against']]} | {g['epsilon']:g} | "
                  f"{100 * g['gap']:+.2f}{se} | {paper_gap} |")
-  tuned_seeds = sorted({t['seeds'] for t in (tuning or {}).values()
-                        if 'seeds' in t})
-  per_setting = (
-      '' if not tuned_seeds else ' (one seed per setting)'
-      if tuned_seeds == [1] else
-      f" (the mean of {' or '.join(map(str, tuned_seeds))} seeds per "
-      'setting)')
+  per_setting = _seeds_per_setting(tuning)
   lines += ['', f'Chosen on the validation split at epsilon 3{per_setting}: '
             + '; '.join(
       f'{name} {tune_lib.key(s) or "task defaults"}'
@@ -475,6 +469,17 @@ def _curve_label(row: Row, control: bool) -> str:
 _COLORS = {'dp_fedavg': 'tab:orange', 'dp_rec': 'tab:blue',
            'dp_rec_paper_c': 'tab:purple', 'ddgauss16': 'tab:green',
            'fedavg': 'black'}
+
+
+def _seeds_per_setting(tuning) -> str:
+  """' (the mean of N seeds per setting)', or '' for old tuning records."""
+  counts = sorted({t['seeds'] for t in (tuning or {}).values()
+                   if 'seeds' in t})
+  if not counts:
+    return ''
+  if counts == [1]:
+    return ' (one seed per setting)'
+  return f" (the mean of {' or '.join(map(str, counts))} seeds per setting)"
 
 
 def _mean_curves(path) -> dict:
