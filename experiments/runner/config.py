@@ -204,9 +204,10 @@ class RunConfig:
                          f'calibration range), found {value!r}.')
     for name, aggregator in (('noise_multiplier', 'dp_fedavg'),
                              ('clip_ratio', 'dp_rec')):
-      if getattr(self, name) is not None and (
-          aggregator not in self.aggregators) and (
-              aggregator + plans.NO_NOISE_SUFFIX not in self.aggregators):
+      users = {aggregator, aggregator + plans.NO_NOISE_SUFFIX,
+               aggregator + plans.EXACT_SAMPLE_SUFFIX}
+      if getattr(self, name) is not None and not users & set(
+          self.aggregators):
         raise ValueError(
             f'{name}={getattr(self, name)!r} applies to {aggregator} only, '
             f'which is not in aggregators={",".join(self.aggregators)}.')

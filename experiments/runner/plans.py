@@ -378,6 +378,7 @@ def _build_fedavg(spec, s):
 
 
 NO_NOISE_SUFFIX = '_no_noise'
+EXACT_SAMPLE_SUFFIX = '_exact_sample'
 
 
 def control_of(name: str) -> Optional[str]:
@@ -408,6 +409,63 @@ def _build_no_noise(spec, s):
           clip=clip),
       private=False, sampling=spec.sampling,
       params=dict(control_of=base.name, l2_clip=clip, noise_multiplier=0.0),
+      upload_bits_per_client=full, download_bits_per_client=full,
+      control_of=base.name)
+
+
+EXACT_SAMPLE = 'dp_rec_exact_sample'
+
+
+def exact_sample_parameters(clip_ratio: float, noise_stddev: float,
+                            clients_per_round: int) -> dict:
+  """DP-FedAvg's (noise_multiplier, l2_clip) equal in law to exact samples.
+
+  DP-REC's ideal channel sends, for each of the B drawn clients, one exact
+  sample of N(clip(update, c * sigma), sigma^2 I). The mean of B such
+  samples is the mean of the clipped updates plus N(0, sigma^2 / B I).
+  TFF's fixed Gaussian mean adds N(0, (z * clip)^2 I) to the sum of the
+  clipped updates and divides by B: with clip = c * sigma and
+  z = sqrt(B) / c, its noise on the mean is N(0, sigma^2 / B I), the same.
+
+  Raises:
+    ValueError: naming the argument, for a non-positive value.
+  """
+  for name, value in (('clip_ratio', clip_ratio),
+                      ('noise_stddev', noise_stddev),
+                      ('clients_per_round', clients_per_round)):
+    if isinstance(value, bool) or not value > 0 or not math.isfinite(value):
+      raise ValueError(f'{name} must be positive and finite, found '
+                       f'{value!r}.')
+  return dict(noise_multiplier=math.sqrt(clients_per_round) / clip_ratio,
+              l2_clip=clip_ratio * noise_stddev)
+
+
+def _build_exact_sample(spec, s):
+  """DP-REC's exact-sample control (the paper's "no compression", Fig. 5).
+
+  DP-REC's clip ratio c (calibrated or fixed, as DP-REC's own run would
+  have it) and its sigma; each drawn client's update, clipped to c * sigma,
+  with exact Gaussian noise of standard deviation sigma instead of a REC
+  message: TFF's fixed Gaussian mean at `exact_sample_parameters`, equal
+  in distribution (the noise is added once to the sum), with DP-REC's
+  sampling (B draws with replacement). It isolates what REC's coding costs
+  under noise. Its privacy is not DP-REC's and is not accounted: a
+  control, not a private method.
+  """
+  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  base = get(spec.name[:-len(EXACT_SAMPLE_SUFFIX)])
+  base_plan = base.build(base, dataclasses.replace(
+      s, record_messages=False, insecure_test_seed=None))
+  c = base_plan.params['clip_ratio']
+  exact = exact_sample_parameters(c, s.noise_stddev, s.clients_per_round)
+  full = _full_model_bits(s.value_type)
+  return AggregatorPlan(
+      spec.name, tff.aggregators.DifferentiallyPrivateFactory.gaussian_fixed(
+          noise_multiplier=exact['noise_multiplier'],
+          clients_per_round=s.clients_per_round, clip=exact['l2_clip']),
+      private=False, sampling=spec.sampling,
+      params=dict(control_of=base.name, clip_ratio=c,
+                  noise_stddev=s.noise_stddev, **exact),
       upload_bits_per_client=full, download_bits_per_client=full,
       control_of=base.name)
 
@@ -458,3 +516,7 @@ for _base in ('dp_rec', 'dp_fedavg', 'ddgauss16', 'ddgauss12'):
       _base + NO_NOISE_SUFFIX, private=False, supports_history=False,
       needs_test_context=False, sampling=get(_base).sampling,
       build=_build_no_noise))
+register(AggregatorSpec(
+    EXACT_SAMPLE, private=False, supports_history=False,
+    needs_test_context=False, sampling=get('dp_rec').sampling,
+    build=_build_exact_sample, relative_cost=1.25))

@@ -240,6 +240,11 @@ def finished_records(config: config_lib.RunConfig) -> list:
   was written under this configuration (`finished_run`). Writes nothing in
   the output folder (it need not exist).
   """
+  return [done['record'] for done in finished_runs(config)]
+
+
+def finished_runs(config: config_lib.RunConfig) -> list:
+  """`finished_records`, each as its saved dict (record and curve)."""
   quiet = lambda *a: None
   task = _create_task(config)
   config = config.resolved(task)
@@ -252,7 +257,7 @@ def finished_records(config: config_lib.RunConfig) -> list:
       done = finished_run(task, dataclasses.replace(config, seed=seed), plan,
                           task_dir, quiet)
       if done is not None:
-        records.append(done['record'])
+        records.append(done)
   return records
 
 

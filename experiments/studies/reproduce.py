@@ -36,6 +36,14 @@ Parts (the default is all four):
   default; hours on 2 cores, resumable): writes fashion_mnist.md, .csv and
   its curves in --output_dir.
 
+* attribution (opt-in, not in the default): Table 1's MNIST row
+  attributed, on real Fashion-MNIST at the paper's 1,000 rounds: the
+  paper's parameters beside sound, tight ones, DP-REC's exact-sample
+  control, the DP-FedAvg (RDP) reference for DDGauss
+  (`experiments.studies.attribution`; `--jobs` runs side by side; about
+  6 hours on 2 cores, resumable): writes attribution.md, .csv and its
+  curves in --output_dir.
+
 --quick gives a version for the tests (about 2 minutes): privacy for MNIST
 without calibration, communication at full scale with one sampling seed, and
 toy training runs on tiny embedded data.
@@ -96,7 +104,7 @@ def main(argv=None):
   parser.add_argument('--output_dir', required=True)
   parser.add_argument('--part', default=','.join(paper.DEFAULT_PARTS),
                       help='comma-separated subset of '
-                      f'{",".join(paper.PARTS + (REAL_DATA_PART,))}')
+                      f'{",".join(paper.PARTS + REAL_DATA_PARTS)}')
   parser.add_argument('--quick', action='store_true',
                       help='a version for the tests (about 2 minutes: toy '
                       'training)')
@@ -106,23 +114,38 @@ def main(argv=None):
   parser.add_argument('--training_seeds', type=int, default=None,
                       help='utility, ablations: 3; fashion_mnist: 2')
   parser.add_argument('--rounds', type=int, default=None,
-                      help='fashion_mnist only: rounds per run (300)')
+                      help='rounds per run: fashion_mnist 300, '
+                      'attribution 1000')
   parser.add_argument('--tuning_seeds', type=int, default=None,
                       help='fashion_mnist only: seeds per tuning setting '
                       '(2)')
   parser.add_argument('--report_only', action='store_true',
-                      help='fashion_mnist only: train nothing; write the '
-                      'table and curves from the runs finished so far')
+                      help='fashion_mnist, attribution: train nothing; '
+                      'write the table and curves from the runs finished '
+                      'so far')
+  parser.add_argument('--jobs', type=int, default=None,
+                      help='attribution only: seeds of a row trained side '
+                      'by side in processes (1)')
   args = parser.parse_args(argv)
   parts = tuple(p for p in args.part.split(',') if p)
-  real_data = REAL_DATA_PART in parts
-  parts = tuple(p for p in parts if p != REAL_DATA_PART)
+  real_data = tuple(p for p in parts if p in REAL_DATA_PARTS)
+  parts = tuple(p for p in parts if p not in REAL_DATA_PARTS)
   config = None
   try:
     if args.report_only and (parts or not real_data):
-      raise ValueError(f'--report_only applies to --part=fashion_mnist '
-                       f'alone, found --part={args.part}.')
-    if args.tuning_seeds is not None and not real_data:
+      raise ValueError(f'--report_only applies to --part=fashion_mnist or '
+                       f'attribution alone, found --part={args.part}.')
+    if args.jobs is not None and (
+        'attribution' not in real_data or args.jobs < 1):
+      raise ValueError(f'--jobs applies to --part=attribution and must be '
+                       f'at least 1, found --jobs={args.jobs} with '
+                       f'--part={args.part}.')
+    if 'attribution' in real_data and args.training_seeds is not None:
+      raise ValueError('--training_seeds does not apply to '
+                       '--part=attribution (its rows have fixed seeds: 5 '
+                       f'for DP-REC and its controls, 3 for the others), '
+                       f'found --training_seeds={args.training_seeds}.')
+    if args.tuning_seeds is not None and REAL_DATA_PART not in real_data:
       raise ValueError(f'--tuning_seeds applies to --part=fashion_mnist, '
                        f'found --part={args.part}.')
     if args.tuning_seeds is not None and args.tuning_seeds < 1:
@@ -146,35 +169,44 @@ def main(argv=None):
     reproduce(config, log=log)
     print(f'Wrote {config.output_dir}/reproduce.json and REPRODUCTION.md in '
           f'{time.time() - start:.1f} s.')
-  if real_data:
-    _real_data(args, log)
+  for part in real_data:
+    _real_data(args, log, part)
 
 
 REAL_DATA_PART = 'fashion_mnist'
+ATTRIBUTION_PART = 'attribution'
+REAL_DATA_PARTS = (REAL_DATA_PART, ATTRIBUTION_PART)
 
 
-def _real_data(args, log):
-  """The fashion_mnist part; a missing dataset is one line, exit 2."""
+def _real_data(args, log, part):
+  """A real-data part; a missing dataset is one line, exit 2."""
   from experiments.data import tasks  # pylint: disable=g-import-not-at-top
   from experiments.infra import worker_reaper  # pylint: disable=g-import-not-at-top
-  from experiments.studies import real_images  # pylint: disable=g-import-not-at-top
   worker_reaper.install()
   start = time.time()
   try:
-    real_images.run(args.output_dir, args.data_dir,
-                    rounds=args.rounds or real_images.DEFAULT_ROUNDS,
-                    seeds=args.training_seeds or 2, log=log,
-                    report_only=args.report_only,
-                    tuning_seeds=(args.tuning_seeds or
-                                  real_images.TUNING_SEEDS))
+    if part == ATTRIBUTION_PART:
+      from experiments.studies import attribution  # pylint: disable=g-import-not-at-top
+      attribution.run(args.output_dir, args.data_dir,
+                      rounds=args.rounds or attribution.ROUNDS,
+                      jobs=args.jobs or 1, log=log,
+                      report_only=args.report_only)
+    else:
+      from experiments.studies import real_images  # pylint: disable=g-import-not-at-top
+      real_images.run(args.output_dir, args.data_dir,
+                      rounds=args.rounds or real_images.DEFAULT_ROUNDS,
+                      seeds=args.training_seeds or 2, log=log,
+                      report_only=args.report_only,
+                      tuning_seeds=(args.tuning_seeds or
+                                    real_images.TUNING_SEEDS))
   except tasks.MissingDataError as e:
     worker_reaper.reap()
     print(f'error: {e}', file=sys.stderr)
     sys.exit(2)
   finally:
     worker_reaper.reap_context_workers()
-  print(f'Wrote {args.output_dir}/fashion_mnist.md, fashion_mnist.csv and '
-        f'fashion_mnist_curves.png; wall time {time.time() - start:.0f} s.')
+  print(f'Wrote {args.output_dir}/{part}.md, {part}.csv and '
+        f'{part}_curves.png; wall time {time.time() - start:.0f} s.')
 
 
 if __name__ == '__main__':

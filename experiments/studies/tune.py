@@ -101,7 +101,7 @@ def base_fingerprint(base: config_lib.RunConfig) -> dict:
   return json.loads(json.dumps(fields, sort_keys=True, default=str))
 
 
-def _read(results_path: str) -> dict:
+def read_results(results_path: str) -> dict:
   """The results stored at `results_path` ({} before the first)."""
   if not os.path.exists(results_path):
     return {}
@@ -121,7 +121,7 @@ def stored_results(base: config_lib.RunConfig, settings: list,
     NotTrainedYet: Naming how many settings have no result under `base`.
   """
   fingerprint = base_fingerprint(base)
-  results = {k: v for k, v in _read(results_path).items()
+  results = {k: v for k, v in read_results(results_path).items()
              if v.get('base') == fingerprint}
   missing = [key(s) for s in settings if key(s) not in results]
   if missing:
@@ -139,7 +139,7 @@ def tune(base: config_lib.RunConfig, settings: list, results_path: str,
   """
   # Imported here: TFF takes seconds to import, flag errors should not wait.
   from experiments.runner import training  # pylint: disable=g-import-not-at-top
-  results = _read(results_path)
+  results = read_results(results_path)
   fingerprint = base_fingerprint(base)
   for setting in settings:
     name = key(setting)
