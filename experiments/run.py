@@ -254,6 +254,9 @@ def main(argv):
           jobs.JobError) as e:
     worker_reaper.reap()
     _fail(e)
+  except OSError as e:  # A full disk, say: one line naming the file.
+    worker_reaper.reap()
+    _fail(cli_lib.write_failure(e))
 
 
 def _parse_flags(argv):

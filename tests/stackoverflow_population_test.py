@@ -13,7 +13,7 @@ from experiments.data import tasks
 from experiments.runner import checkpoints
 from experiments.runner import config as config_lib
 from experiments.runner import plans
-from experiments.runner import training
+from experiments.runner import run_params
 
 _SMALL = dict(seed=3, train_clients=1500, heldout_clients=4, test_clients=4,
               num_words=400, num_tags=30, num_topics=6, mean_examples=10.0,
@@ -27,7 +27,7 @@ class PopulationTest(tf.test.TestCase):
     super().setUpClass()
     cls.data_dir = os.path.join(tf.compat.v1.test.get_temp_dir(), 'so_pop')
     stackoverflow_data.generate(cls.data_dir, _SMALL)
-    cls.words, cls.tags = tasks._vocab(cls.data_dir, 300, 20)  # pylint: disable=protected-access
+    cls.words, cls.tags = tasks._vocab(cls.data_dir, 300, 20)
     cls.population = stackoverflow_population.Population(
         100_000, cls.words, cls.tags, embedded_config=_SMALL)
 
@@ -98,20 +98,20 @@ class PopulationTest(tf.test.TestCase):
     fingerprints = [
         checkpoints.RunCheckpointer(
             self.create_tempdir().full_path,
-            training._fingerprint_config(task, config, plan, 1.0, False),  # pylint: disable=protected-access
+            run_params.fingerprint_config(task, config, plan, 1.0, False),
             print_fn=lambda _: None).fingerprint
         for task in (stored, made)]
     self.assertNotEqual(fingerprints[0], fingerprints[1])
     directory = self.create_tempdir().full_path
     first = checkpoints.RunCheckpointer(
-        directory, training._fingerprint_config(stored, config, plan, 1.0,  # pylint: disable=protected-access
+        directory, run_params.fingerprint_config(stored, config, plan, 1.0,
                                                 False), print_fn=lambda _: None)
     first.write_record({'final_metric': 0.5}, [])
     self.assertIsNotNone(first.read_record())
     # The other population's run does not reuse it (its checkpoints are set
     # aside and refused the same way, by fingerprint).
     self.assertIsNone(checkpoints.RunCheckpointer(
-        directory, training._fingerprint_config(made, config, plan, 1.0,  # pylint: disable=protected-access
+        directory, run_params.fingerprint_config(made, config, plan, 1.0,
                                                 False),
         print_fn=lambda _: None).read_record())
 
@@ -126,7 +126,7 @@ class PopulationTest(tf.test.TestCase):
       config = config_lib.RunConfig(
           task='stackoverflow_lr', aggregators=('fedavg',),
           embedded_config=embedded_config).resolved(task)
-      fingerprints.append(training._fingerprint_config(  # pylint: disable=protected-access
+      fingerprints.append(run_params.fingerprint_config(
           task, config, plan, 1.0, False))
     self.assertNotIn('embedded_config', fingerprints[0])
     self.assertEqual(fingerprints[1]['embedded_config'], _SMALL)

@@ -6,11 +6,14 @@ processes write the same file. Everything is written at a temporary name
 unique to this write, in the target's folder (so the rename stays on one file
 system and is atomic), and renamed onto the target when complete. A failed
 write removes its temporary file and leaves the previous target untouched.
+A process killed mid-write leaves its temporary file behind; the next write
+in that folder removes it (`remove_stale`).
 """
 
 import contextlib
 import json
 import os
+import re
 import uuid
 from typing import Iterator
 
@@ -31,6 +34,7 @@ def replacing_path(path: str, suffix: str = '.tmp') -> Iterator[str]:
   """
   folder = os.path.dirname(path) or '.'
   os.makedirs(folder, exist_ok=True)
+  remove_stale(folder)
   # Not mkstemp: its files are private (0600), and a report should get the
   # permissions any other file written here gets.
   tmp = os.path.join(
@@ -39,6 +43,11 @@ def replacing_path(path: str, suffix: str = '.tmp') -> Iterator[str]:
   try:
     yield tmp
     os.replace(tmp, path)
+  except OSError as e:
+    if e.filename != tmp:
+      raise
+    # A full disk, say: name the file being replaced, which is intact.
+    raise OSError(e.errno, e.strerror, path) from None
   finally:
     if os.path.exists(tmp):
       os.remove(tmp)
@@ -77,3 +86,47 @@ def write_json(path: str, value, indent: int = 1) -> str:
   serialised raises without touching `path`.
   """
   return write_text(path, json.dumps(value, indent=indent))
+
+
+# The temporary names of the project's writers, each with its writer's pid:
+# `replacing_path`, `ledger.write_json_atomically` and the output folder's
+# write probe (`training`).
+_TEMPORARY = re.compile(r'^(?:.+\.(?P<a>\d+)\.[0-9a-f]{32}(?:\.\w+)?|'
+                        r'.+\.tmp(?P<b>\d+)|\.write_test(?P<c>\d+))$')
+
+
+def _alive(pid: int) -> bool:
+  try:
+    os.kill(pid, 0)
+  except ProcessLookupError:
+    return False
+  except PermissionError:
+    return True
+  return True
+
+
+def remove_stale(folder: str) -> list[str]:
+  """Removes the temporary files in `folder` that killed writers left.
+
+  A temporary file is stale when the process that named it is no longer
+  running (a live writer's file, even another process's, is left alone).
+  Returns the paths removed.
+  """
+  removed = []
+  try:
+    names = os.listdir(folder)
+  except OSError:
+    return removed
+  for name in names:
+    match = _TEMPORARY.match(name)
+    if match is None:
+      continue
+    pid = int(next(g for g in match.groups() if g is not None))
+    path = os.path.join(folder, name)
+    if pid != os.getpid() and not _alive(pid) and os.path.isfile(path):
+      try:
+        os.remove(path)
+        removed.append(path)
+      except OSError:
+        pass  # Another process removed it first.
+  return removed

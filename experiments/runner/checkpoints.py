@@ -22,8 +22,8 @@ import asyncio
 import base64
 import hashlib
 import json
-import math
 import os
+import shutil
 import tempfile
 import time
 from typing import Any, Callable, Optional
@@ -32,6 +32,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from experiments.runner import calibration_cache
 from experiments.runner import ledger
 
 _PREFIX = 'round_'
@@ -108,10 +109,14 @@ class NpzProgramStateManager(tff.program.FileProgramStateManager):
     partial = tempfile.mkdtemp(dir=self._root_dir,
                                prefix=f'{os.path.basename(path)}.partial')
     file_path = os.path.join(partial, _STATE_FILE)
-    with open(file_path, 'wb') as f:
-      np.savez(f, **arrays)
-      f.flush()
-      os.fsync(f.fileno())
+    try:
+      with open(file_path, 'wb') as f:
+        np.savez(f, **arrays)
+        f.flush()
+        os.fsync(f.fileno())
+    except OSError as e:  # A full disk: the older versions stay intact.
+      shutil.rmtree(partial, ignore_errors=True)
+      raise OSError(e.errno, e.strerror, path) from None
     os.rename(partial, path)
     await self._remove_old_program_state()
 
@@ -136,10 +141,9 @@ _STATE_FILE = 'state.npz'
 # A finished run's record (`RunCheckpointer.write_record`), in its folder.
 RECORD_FILE = 'record.json'
 # How closely a finished run's parameters must agree with a run's for its
-# record to be reused (`RunCheckpointer.read_record`): far above the last
-# bits a calibration can differ in between machines, far below any setting
-# a user would call different.
-PARAMS_RTOL = 1e-9
+# record to be reused (`RunCheckpointer.read_record`) or for a started run
+# to continue at its own (`experiments.runner.run_params`).
+PARAMS_RTOL = calibration_cache.LAST_BITS_RTOL
 
 
 def _fingerprint(config: dict) -> str:
@@ -147,11 +151,7 @@ def _fingerprint(config: dict) -> str:
       json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def _close(a, b) -> bool:
-  """Equal, or floats within `PARAMS_RTOL` of each other."""
-  if isinstance(a, float) and isinstance(b, float):
-    return math.isclose(a, b, rel_tol=PARAMS_RTOL, abs_tol=0.0)
-  return type(a) is type(b) and a == b
+_close = calibration_cache.same_but_last_bits
 
 
 class RunCheckpointer:
@@ -192,6 +192,7 @@ class RunCheckpointer:
       CheckpointConfigMismatchError: If the newest valid checkpoint was made
         by a run with another configuration.
     """
+    self._remove_partial_versions()
     template_leaves = tf.nest.flatten(template_state)
     structure = dict(leaves=[np.asarray(x) for x in template_leaves],
                      driver='', fingerprint='', digest='')
@@ -229,6 +230,14 @@ class RunCheckpointer:
           'back), or rerun to continue from the remaining checkpoints of '
           'this configuration, or use another --output_dir.')
     return None
+
+  def _remove_partial_versions(self) -> None:
+    """Removes versions a killed save left half written (never listed as
+    versions: `NpzProgramStateManager.save`); only the run's own process
+    loads, so none is being written."""
+    for name in os.listdir(self._dir):
+      if name.startswith(_PREFIX) and '.partial' in name:
+        shutil.rmtree(os.path.join(self._dir, name), ignore_errors=True)
 
   def _set_aside(self, version: int, kind: str) -> str:
     path = os.path.join(self._dir, f'{_PREFIX}{version}')

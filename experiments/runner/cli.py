@@ -1,6 +1,7 @@
 """What the command lines share: quiet logs, the task, data and output
 flags, and the one-line error with exit code 2 for a bad setting."""
 
+import contextlib
 import dataclasses
 import sys
 
@@ -25,6 +26,26 @@ def fail(error) -> None:
   """Ends the program with one `error:` line on stderr and exit code 2."""
   print(f'error: {error}', file=sys.stderr)
   sys.exit(2)
+
+
+def write_failure(error: OSError) -> str:
+  """One line for a file that could not be written (a full disk, say)."""
+  where = error.filename if error.filename is not None else 'a file'
+  return (f'cannot write {where}: {error.strerror or error} (errno '
+          f'{error.errno}). What was written before is intact: free space '
+          'and rerun the same command to resume.')
+
+
+@contextlib.contextmanager
+def one_line_write_failures():
+  """Within: an OSError ends the program with `write_failure`'s line."""
+  try:
+    yield
+  except OSError as e:
+    from experiments.infra import worker_reaper  # pylint: disable=g-import-not-at-top
+    worker_reaper.reap()
+    sys.stdout.flush()
+    fail(write_failure(e))
 
 
 @dataclasses.dataclass(frozen=True)

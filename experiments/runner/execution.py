@@ -7,7 +7,9 @@ DDGauss's secure sum) with compiled computations kept on disk
 (`experiments.infra.compile_cache`), or a worker pool's.
 """
 
+import asyncio
 import contextlib
+import errno
 import random
 from typing import Optional
 
@@ -118,3 +120,30 @@ def set_context(plan, pool=None, use_compile_cache: bool = True):
     tff.framework.set_default_context(compile_cache.local_context(
         compile_cache.TEST if plan.needs_test_context
         else compile_cache.NATIVE, use_cache=use_compile_cache))
+
+
+class MetricsRelease:
+  """A run's per-round metrics, to its metrics.csv and TensorBoard logs.
+
+  A write that fails (a full disk) raises OSError naming the file or the
+  TensorBoard folder: TensorFlow's event writer raises its own errors,
+  which are turned into OSError here, so that the command ends with one
+  line (`cli.write_failure`).
+  """
+
+  def __init__(self, csv_path: str, summary_dir: str):
+    self._summary_dir = summary_dir
+    self._manager = tff.program.GroupingReleaseManager([
+        tff.program.CSVFileReleaseManager(
+            file_path=csv_path, save_mode=tff.program.CSVSaveMode.WRITE,
+            key_fieldname='round'),
+        tff.program.TensorBoardReleaseManager(summary_dir=summary_dir)])
+
+  def __call__(self, row: dict, round_num: int) -> None:
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    try:
+      asyncio.run(self._manager.release(row, key=round_num))
+    except tf.errors.OpError as e:
+      code = (errno.ENOSPC if 'No space left' in (e.message or '')
+              else errno.EIO)
+      raise OSError(code, e.message, self._summary_dir) from None

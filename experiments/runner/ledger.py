@@ -17,6 +17,8 @@ import os
 import time
 from typing import Callable, Optional
 
+from experiments.infra import atomic_files
+
 LEDGER_FILE = 'privacy_ledger.json'
 
 
@@ -172,12 +174,18 @@ def _is_count(value) -> bool:
 
 def write_json_atomically(path: str, value) -> None:
   """Writes JSON to `path` atomically and durably (fsync of file and dir)."""
+  atomic_files.remove_stale(os.path.dirname(path) or '.')
   tmp = f"{path}.tmp{os.getpid()}"
-  with open(tmp, 'w') as f:
-    json.dump(value, f)
-    f.flush()
-    os.fsync(f.fileno())
-  os.replace(tmp, path)
+  try:
+    with open(tmp, 'w') as f:
+      json.dump(value, f)
+      f.flush()
+      os.fsync(f.fileno())
+    os.replace(tmp, path)
+  except OSError as e:  # A full disk, say: `path` is intact.
+    if os.path.exists(tmp):
+      os.remove(tmp)
+    raise OSError(e.errno, e.strerror, path) from None
   directory = os.open(os.path.dirname(path) or '.', os.O_RDONLY)
   try:
     os.fsync(directory)

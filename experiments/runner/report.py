@@ -361,6 +361,19 @@ def group_by_aggregator(records: Sequence[dict]) -> dict:
   return grouped
 
 
+def lost_rounds_note(runs: Sequence[dict]) -> str:
+  """'' or what a table says of runs that lost rounds to an interruption
+  (their rounds count as spent privacy, so such a run trains fewer)."""
+  lost = [(r.get('seed'), r['lost_rounds']) for r in runs
+          if r.get('lost_rounds')]
+  if not lost:
+    return ''
+  total = sum(n for _, n in lost)
+  seeds = ', '.join(str(s) for s, _ in lost)
+  return (f'{total} round{"s" * (total != 1)} lost to interruptions (seed '
+          f'{seeds}), counted as spent')
+
+
 def mean_se(values: Sequence[float]) -> tuple:
   """(mean, standard error of the mean), SE None for a single value.
 

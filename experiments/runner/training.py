@@ -9,7 +9,6 @@ calibrate every aggregator before any trains (`plan_for`), build each once
 the `PrivacyLedger` before each round runs.
 """
 
-import asyncio
 import collections
 import contextlib
 import dataclasses
@@ -23,6 +22,7 @@ import tensorflow_federated as tff
 
 from tff_dprec import history as tff_history
 
+from experiments.runner import calibration_cache
 from experiments.runner import checkpoints
 from experiments.runner import config as config_lib
 from experiments.runner import execution
@@ -34,6 +34,7 @@ from experiments.runner import planning
 from experiments.runner import plans
 from experiments.runner import records
 from experiments.runner import report
+from experiments.runner import run_params
 from experiments.runner import sampling as sampling_lib
 from experiments.infra import worker_reaper
 from experiments.data import tasks as tasks_lib
@@ -169,14 +170,42 @@ def _train_all(task, config, planned, runs, task_dir, pool, print_fn):
       if done is not None:
         record, curve = done['record'], done['curve']
       else:
+        seed_config = dataclasses.replace(config, seed=seed)
         record, curve = _train_seed(
-            task, dataclasses.replace(config, seed=seed), built, task_dir,
-            print_fn)
+            task, seed_config, _built_for_seed(
+                task, seed_config, built, task_dir, pool, print_fn),
+            task_dir, print_fn)
       results.append(record)
       curves.setdefault(name, []).append(curve)
       if config.job_runs is None:
         report.write_summary(task_dir, results)
   return results, curves
+
+
+def _built_for_seed(task, config, built, task_dir, pool, print_fn):
+  """`built`, or a build at the seed's own parameters where its run started
+  at values that differ from this machine's calibration in the last bits
+  (`run_params`; which raises CalibrationDriftError if they differ more).
+  """
+  plan = built.plan
+  agg_dir = os.path.join(task_dir, plan.name, f'seed{config.seed}')
+  pins = config.resume and run_params.params_to_pin(
+      agg_dir, run_params.fingerprint_config(
+          task, config, plan, built.server_lr, built.use_history))
+  if not pins:
+    return built
+  with calibration_cache.pinned(pins.values()):
+    own = plan_for(task, config, plan.name, built.use_history)
+  if run_params.normalized(run_params.fingerprint_config(
+      task, config, own, built.server_lr, built.use_history)) != (
+          run_params.stored(agg_dir)):
+    return built  # Not only the last bits: the ledger refuses it.
+  print_fn(f'[{task.name}/{plan.name}] seed {config.seed} continues at the '
+           f'parameters it started with ({own.params}), equal to this '
+           'machine\'s calibration to a relative '
+           f'{calibration_cache.LAST_BITS_RTOL:g}.')
+  with _timed('calibrate and build'):
+    return _build_aggregator(task, config, own, pool, print_fn)
 
 
 def _report(task, task_dir, results, curves, context, print_fn):
@@ -363,7 +392,7 @@ def finished_run(task, config, plan, task_dir, print_fn) -> Optional[dict]:
     return None
   server_lr = config.server_lr_for(task, plan.private_setting)
   checkpointer = checkpoints.RunCheckpointer(
-      agg_dir, _fingerprint_config(task, config, plan, server_lr,
+      agg_dir, run_params.fingerprint_config(task, config, plan, server_lr,
                                    config.uses_history(plan.name)),
       print_fn=print_fn)
   done = checkpointer.read_record()
@@ -387,21 +416,16 @@ def _train_seed(task, config, built, task_dir, print_fn):
   if not progress.curve:
     with _timed('evaluation'):
       _evaluate_point(run_, progress, state, 0)
-  csv_manager = tff.program.CSVFileReleaseManager(
-      file_path=os.path.join(run_.agg_dir, 'metrics.csv'),
-      save_mode=tff.program.CSVSaveMode.WRITE, key_fieldname='round')
-  release_manager = tff.program.GroupingReleaseManager([
-      csv_manager,
-      tff.program.TensorBoardReleaseManager(
-          summary_dir=os.path.join(task_dir, 'tensorboard', run_.name,
-                                   f'seed{config.seed}'))])
+  release = execution.MetricsRelease(
+      os.path.join(run_.agg_dir, 'metrics.csv'),
+      os.path.join(task_dir, 'tensorboard', run_.name, f'seed{config.seed}'))
   bar = report.progress_bar(run_, progress)
   for round_num in range(progress.completed + 1, config.rounds + 1):
     if not _within_budget(run_, progress, round_num):
       break
     state, row = _run_round(run_, progress, state, round_num)
     with _timed('release metrics'):
-      asyncio.run(release_manager.release(row, key=round_num))
+      release(row, round_num)
     with _timed('checkpoint'):
       run_.checkpointer.save(round_num, state, progress.to_driver())
     _maybe_kill(run_.name, round_num, 'saved')
@@ -439,10 +463,11 @@ def _start_seed(task, config, built, task_dir, print_fn):
     history.initialize(process, state, plan.upload_bits_per_client)
   agg_dir = os.path.join(task_dir, plan.name, f'seed{config.seed}')
   os.makedirs(agg_dir, exist_ok=True)
-  fingerprint_config = _fingerprint_config(task, config, plan,
+  fingerprint_config = run_params.fingerprint_config(task, config, plan,
                                            built.server_lr, built.use_history)
   checkpointer = checkpoints.RunCheckpointer(agg_dir, fingerprint_config,
                                              print_fn=print_fn)
+  run_params.record(agg_dir, fingerprint_config, restart=not config.resume)
   ledger = ledger_lib.PrivacyLedger(agg_dir, checkpointer.fingerprint,
                                     print_fn=print_fn)
   return _Run(task, config, plan, process, history, checkpointer, ledger,
@@ -462,36 +487,6 @@ def plan_for(task, config, name, record_messages):
       noise_multiplier=config.noise_multiplier, clip_ratio=config.clip_ratio,
       record_messages=record_messages, accounting=config.accounting,
       insecure_test_seed=config.insecure_test_seed)
-
-
-def _fingerprint_config(task, config, plan, server_lr, use_history) -> dict:
-  """What a checkpoint must match."""
-  return dict(
-      task=task.name, data_source=task.data_source,
-      population=task.population, aggregator=plan.name,
-      params=_jsonable(plan.params), rounds=config.rounds,
-      clients_per_round=config.clients_per_round,
-      target_epsilon=config.target_epsilon, delta=config.delta,
-      seed=config.seed, eval_every=config.eval_every,
-      eval_examples=config.eval_examples, client_lr=config.client_lr,
-      server_optimizer=config.server_optimizer,
-      server_momentum=config.server_momentum, eval_split=config.eval_split,
-      server_lr=server_lr, history=use_history,
-      verify_clients=config.verify_clients,
-      insecure_test_seed=config.insecure_test_seed,
-      # Clients made on demand came after the first checkpoints: named only
-      # then (a stored and a made population of equal size differ).
-      **({'population_source': task.population_source}
-         if task.population_source != 'stored' else {}),
-      # Poisson sampling came after the first checkpoints: only it is named,
-      # so that the others' fingerprints (and their resumes) are unchanged,
-      # and a DP-FedAvg run of the fixed-size sampler is refused.
-      **({'sampling': plan.sampling} if plan.sampling == plans.POISSON
-         else {}),
-      # Named only when set (the default's fingerprints are unchanged): the
-      # embedded data's generator settings are the data.
-      **({'embedded_config': config.embedded_config}
-         if config.embedded_config else {}))
 
 
 def _resume(run_, state):
@@ -652,7 +647,7 @@ def _final_record(run_, progress, state) -> dict:
       rounds=progress.completed, clients_per_round=config.clients_per_round,
       population=task.population,
       sampling=plan.sampling,
-      params=_jsonable(plan.params),
+      params=run_params.jsonable(plan.params),
       upload_bits_per_client_round=plan.upload_bits_per_client,
       download_bits_per_client_round=plan.download_bits_per_client,
       upload_bits_total=progress.upload_bits,
@@ -696,9 +691,3 @@ def _trace_start(name: str, round_num: int):
       f.write(f'{name} {round_num}\n')
       f.flush()
       os.fsync(f.fileno())
-
-
-def _jsonable(params):
-  """NumPy scalars as Python ones (JSON has no numpy types)."""
-  return {k: v.item() if isinstance(v, np.generic) else v
-          for k, v in params.items()}

@@ -50,6 +50,7 @@ from absl import flags
 # `app.run` fail to build (empty inbound nodes).
 import tensorflow as tf  # pylint: disable=unused-import
 
+from experiments.infra import atomic_files
 from experiments.infra import worker_reaper
 from experiments.runner import cli as cli_lib
 from experiments.runner import config as config_lib
@@ -183,7 +184,9 @@ def summarize(points) -> list[dict]:
                        epsilon=max(epsilons) if epsilons else None,
                        setting=setting_name(setting),
                        parameter=_parameter(runs[0].get('params', {})),
-                       seeds=len(runs), mean=mean, se=se, note=note))
+                       seeds=len(runs), mean=mean, se=se,
+                       note='; '.join(n for n in (
+                           note, report.lost_rounds_note(runs)) if n)))
   return rows
 
 
@@ -212,13 +215,13 @@ def write(output_dir: str, rows, context: dict, label: str) -> list[str]:
   csv_path = os.path.join(output_dir, 'epsilon_sweep.csv')
   fields = ['aggregator', 'target_epsilon', 'epsilon', 'setting', 'parameter',
             'seeds', 'mean', 'se', 'note']
-  with open(csv_path, 'w', newline='') as f:
+  with atomic_files.replacing(csv_path, newline='') as f:
     writer = csv.DictWriter(f, fieldnames=fields, extrasaction='ignore')
     writer.writeheader()
     writer.writerows(rows)
-  md_path = os.path.join(output_dir, 'epsilon_sweep.md')
-  with open(md_path, 'w') as f:
-    f.write(markdown_table(rows, context, label) + '\n')
+  md_path = atomic_files.write_text(
+      os.path.join(output_dir, 'epsilon_sweep.md'),
+      markdown_table(rows, context, label) + '\n')
   fig, ax = plt.subplots(figsize=(6, 4.2))
   colors = {}
   for name in dict.fromkeys(r['aggregator'] for r in rows):
@@ -255,7 +258,8 @@ def write(output_dir: str, rows, context: dict, label: str) -> list[str]:
   ax.legend(fontsize=7)
   fig.tight_layout()
   png_path = os.path.join(output_dir, 'metric_vs_target_epsilon.png')
-  fig.savefig(png_path, dpi=120)
+  with atomic_files.replacing_path(png_path, suffix='.png') as tmp:
+    fig.savefig(tmp, dpi=120)
   plt.close(fig)
   return [csv_path, md_path, png_path]
 
@@ -303,7 +307,7 @@ def main(argv):
         task=_STUDY.task.value, aggregators=aggregators,
         data_dir=_STUDY.data_dir.value,
         output_dir=_STUDY.output_dir.value, num_seeds=_NUM_SEEDS.value,
-        progress=False,
+        rounds=_ROUNDS.value, progress=False,
         population=_STUDY.population_value())
     check_grid_values(base, grids)
   except (TypeError, ValueError) as e:
@@ -430,13 +434,15 @@ def _define_flags():
   """Defined only when run as a program (tests import this module)."""
   # pylint: disable=global-statement
   global _STUDY, _AGGREGATORS, _EPSILONS, _NUM_SEEDS, _TUNE_SEEDS, _GRIDS
-  global _CONTROLS
+  global _CONTROLS, _ROUNDS
   _STUDY = cli_lib.define_study_flags('output/epsilon_sweep')
   _AGGREGATORS = flags.DEFINE_list('aggregators', ['dp_rec', 'dp_fedavg'],
                                    'Private aggregators to sweep.')
   _EPSILONS = flags.DEFINE_list('epsilons', ['1', '4', '16', '64'],
                                 'Target epsilons.')
   _NUM_SEEDS = flags.DEFINE_integer('num_seeds', 3, 'Seeds per point.')
+  _ROUNDS = flags.DEFINE_integer('rounds', None,
+                                 'Rounds, the same for all (task default).')
   _TUNE_SEEDS = flags.DEFINE_integer('tune_seeds', 1,
                                      'Seeds per tuned setting.')
   _GRIDS = flags.DEFINE_string(
@@ -450,7 +456,8 @@ def _define_flags():
 def cli():
   """The command line: `python -m experiments.epsilon_sweep`."""
   _define_flags()
-  app.run(main)
+  with cli_lib.one_line_write_failures():  # A full disk: one line.
+    app.run(main)
 
 
 if __name__ == '__main__':

@@ -314,7 +314,8 @@ def _define_flags():
 def cli():
   """The command line: `python -m experiments.tune`."""
   _define_flags()
-  app.run(main)
+  with cli_lib.one_line_write_failures():  # A full disk: one line.
+    app.run(main)
 
 
 if __name__ == '__main__':
