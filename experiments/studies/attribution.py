@@ -243,6 +243,7 @@ def check_neighbours(base, log, report_only=False) -> dict:
 def train(base, rows, target, log, blocks=BLOCKS) -> None:
   """Trains the rows of `blocks` in order, seed by seed within a block
   (`base.jobs` seeds of a row at a time)."""
+  from experiments.runner import jobs  # pylint: disable=g-import-not-at-top
   from experiments.runner import training  # pylint: disable=g-import-not-at-top
   for block in blocks:
     if block == 'neighbours':
@@ -258,8 +259,22 @@ def train(base, rows, target, log, blocks=BLOCKS) -> None:
         log(f'[attribution] {row.key}: seeds {first}-{first + count - 1}, '
             f'target epsilon {target[row.key]:g}, '
             f'{tune_lib.key(row.setting) or "task defaults"}')
-        training.run(row_config(base, row, target[row.key], first, count),
-                     print_fn=real_images._warnings_only(log))  # pylint: disable=protected-access
+        config = row_config(base, row, target[row.key], first, count)
+        # `training.run` trains in this process; `jobs.run` spreads the
+        # seeds over `config.jobs` processes.
+        (jobs.run if config.jobs > 1 else training.run)(
+            config, print_fn=_progress_only(log))
+
+
+def _progress_only(log):
+  """A run's lines that tell how a study goes: warnings, resumes, lost
+  rounds and each seed's final line."""
+  keep = ('WARNING', 'resuming after', 'lost', ': final ', 'continues at')
+
+  def say(line='', *_):
+    if any(k in str(line) for k in keep):
+      log(line)
+  return say
 
 
 def finished(base, rows, target) -> dict:
