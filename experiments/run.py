@@ -9,7 +9,6 @@ when it is in --data_dir), and writes per-round metrics, summary.json,
 table.md and plots to --output_dir.
 """
 
-import math
 import os
 import sys
 
@@ -21,6 +20,7 @@ import tensorflow as tf  # pylint: disable=unused-import
 
 from experiments.runner import cli as cli_lib
 from experiments.runner import config as config_lib
+from tff_dprec.accounting import accountings
 
 _TASK = flags.DEFINE_string(
     'task', 'stackoverflow_lr',
@@ -58,7 +58,8 @@ _NUM_SEEDS = flags.DEFINE_integer(
     'num_seeds', 3, 'Runs per aggregator, with seeds seed, seed+1, ...; the '
     'table gives mean +- standard error.')
 _ACCOUNTING = flags.DEFINE_enum(
-    'accounting', 'pld', ['pld', 'rdp', 'sound', 'paper'],
+    'accounting', accountings.DEFAULT_ACCOUNTING,
+    list(accountings.ACCOUNTINGS),
     "Privacy accounting of DP-REC and DP-FedAvg: 'pld' (default: the "
     "smaller of the PLD and RDP epsilons), 'rdp' (alias 'sound'), both "
     "proven (docs/PRIVACY.md); or, for DP-REC, 'paper' (the paper's "
@@ -83,6 +84,7 @@ _SERVER_OPTIMIZER = flags.DEFINE_enum(
 _SERVER_MOMENTUM = flags.DEFINE_float(
     'server_momentum', None, 'Server SGD momentum (sgdm; task default).')
 _PROGRESS = flags.DEFINE_bool('progress', True, 'Show a progress bar.')
+_VERBOSE = cli_lib.define_verbose_flag()
 _DOWNLINK = flags.DEFINE_enum(
     'downlink', 'auto', ['auto', 'history', 'full'],
     'Server-to-client: history = the messages since a client last took part '
@@ -121,58 +123,13 @@ class FlagError(ValueError):
 
 
 def validate_flags():
-  """Raises FlagError with a clear message for bad flags."""
-  from experiments.runner import config  # pylint: disable=g-import-not-at-top
-  from experiments.runner import plans  # pylint: disable=g-import-not-at-top
-  from tff_dprec import rec  # pylint: disable=g-import-not-at-top
-  if _TASK.value not in config.TASKS:
-    raise FlagError(
-        f'--task={_TASK.value!r} is unknown; choose one of {config.TASKS}.')
-  if not _AGGREGATORS.value:
-    raise FlagError('--aggregators is empty.')
-  for name in _AGGREGATORS.value:
-    if name not in plans.names():
-      raise FlagError(f'--aggregators: unknown {name!r}; choose from '
-                      f'{plans.names()}.')
-  if _TARGET_EPSILON.value is not None and not (
-      _TARGET_EPSILON.value > 0 and math.isfinite(_TARGET_EPSILON.value)):
-    raise FlagError(
-        f'--target_epsilon must be positive, found {_TARGET_EPSILON.value}.')
-  if _DELTA.value is not None and not 0 < _DELTA.value < 1:
-    raise FlagError(f'--delta must be in (0, 1), found {_DELTA.value}.')
-  if _WORKERS.value < 0:
-    raise FlagError(f'--workers must be >= 0, found {_WORKERS.value}.')
-  if _JOBS.value < 1:
-    raise FlagError(f'--jobs must be >= 1, found {_JOBS.value}.')
-  if _JOBS.value > 1 and _WORKERS.value:
-    raise FlagError(f'--jobs={_JOBS.value} with --workers={_WORKERS.value}: '
-                    'each job would start its own workers; use one of them.')
-  if _WORKERS.value and any(plans.get(a).needs_test_context
-                            for a in _AGGREGATORS.value):
-    raise FlagError(
-        '--workers: DDGauss runs only in TFF\'s test execution context; '
-        'drop ddgauss16/ddgauss12 from --aggregators or use --workers=0.')
-  if _VERIFY_CLIENTS.value < 0:
-    raise FlagError(
-        f'--verify_replay_clients must be >= 0, found {_VERIFY_CLIENTS.value}.')
-  for flag in (_ROUNDS, _CLIENTS_PER_ROUND, _EVAL_EVERY, _EVAL_EXAMPLES,
-               _BITS):
-    if flag.value is not None and flag.value < 1:
-      raise FlagError(f'--{flag.name} must be >= 1, found {flag.value}.')
-  if _BITS.value is not None and _BITS.value > rec.MAX_BITS:
-    raise FlagError(f'--bits must be in [1, {rec.MAX_BITS}] (2^bits candidates '
-                    f'per group), found {_BITS.value}.')
-  for flag in (_NOISE_STDDEV, _L2_CLIP, _CLIENT_LR, _SERVER_LR):
-    if flag.value is not None and not flag.value > 0:
-      raise FlagError(f'--{flag.name} must be positive, found {flag.value}.')
+  """Raises FlagError for flag text that cannot be parsed.
+
+  Every value is checked once, by `RunConfig` (`config_from_flags`).
+  """
   parse_population(_POPULATION.value)
-  if _POPULATION.value is not None and _TASK.value != 'stackoverflow_lr':
-    raise FlagError(f'--population applies to --task=stackoverflow_lr only, '
-                    f'found --task={_TASK.value}.')
   if _GROUPING.value is not None:
-    grouping = parse_grouping(_GROUPING.value)
-    if isinstance(grouping, int) and grouping < 1:
-      raise FlagError(f'--grouping must be positive, found {grouping}.')
+    parse_grouping(_GROUPING.value)
 
 
 def parse_population(text):

@@ -3,10 +3,7 @@
 import math
 
 from absl.testing import parameterized
-import mpmath
 import dp_accounting
-from dp_accounting.rdp import rdp_privacy_accountant
-import numpy as np
 
 from tff_dprec import accounting
 
@@ -183,45 +180,50 @@ class DDGaussTest(parameterized.TestCase):
                                 clients_per_round=100, dimension=10)
 
 
-def _zhu_wang_mpmath(q, base, alpha):
-  """Zhu and Wang's bracket in 60-digit arithmetic (the reference)."""
-  mp = mpmath.mp.clone()
-  mp.dps = 60
-  q = mp.mpf(q)
-  total = (1 - q)**(alpha - 1) * (alpha * q - q + 1)
-  total += mp.binomial(alpha, 2) * q**2 * (1 - q)**(alpha - 2) * mp.exp(
-      mp.mpf(base[0]))
-  for l in range(3, alpha + 1):
-    total += 3 * mp.binomial(alpha, l) * (1 - q)**(alpha - l) * q**l * mp.exp(
-        (l - 1) * mp.mpf(base[l - 2]))
-  return max(mp.log(total), 0) / (alpha - 1)
+class DpFedAvgPldTest(parameterized.TestCase):
 
+  @parameterized.parameters(
+      (0.01, 0.893, 10, 4000), (60 / 342477, 0.957, 1500, 342477),
+      (0.1, 1.0, 30, 100), (0.01, 3.0, 10, 4000))
+  def test_within_three_percent_and_never_below(self, q, z, t, n):
+    from dp_accounting.pld import privacy_loss_distribution  # pylint: disable=g-import-not-at-top
+    delta = n**-1.1
+    b = round(q * n)
+    eps = accounting.dp_fedavg_epsilon(noise_multiplier=z, population=n,
+                                       clients_per_round=b, rounds=t,
+                                       delta=delta)
+    exact = privacy_loss_distribution.from_gaussian_mechanism(
+        z, sampling_prob=b / n, value_discretization_interval=2e-5
+    ).self_compose(t).get_epsilon_for_delta(delta)
+    # The 2e-5 grid is itself pessimistic, within 1e-3 of exact here.
+    self.assertGreaterEqual(eps, exact * (1 - 1e-3))
+    self.assertLessEqual(eps, exact * 1.03)
 
-class ZhuWangTest(parameterized.TestCase):
+  def test_huge_epsilon_skips_the_pld(self):
+    # z = 0.01: RDP epsilon in the thousands; the PLD (minutes there) is
+    # skipped and the RDP value, also a bound, returned.
+    kwargs = dict(noise_multiplier=0.01, population=100, clients_per_round=20,
+                  rounds=2, delta=1e-5)
+    rdp = accounting.dp_fedavg_epsilon(accounting='rdp', **kwargs)
+    self.assertGreater(rdp, accounting.baselines.PLD_MAX_RDP_EPSILON)
+    self.assertEqual(accounting.dp_fedavg_epsilon(**kwargs), rdp)
 
-  @parameterized.parameters((1 / 342477, 2.0), (1e-4, 1.0), (0.01, 1.0),
-                            (0.3, 0.5))
-  def test_agrees_with_high_precision_arithmetic(self, q, z):
-    # Tiny q: the bracket is 1 + O(q^2), where a log-sum-exp lost 1e-8 of
-    # the value (rounded down, the unsafe way).
-    orders = np.arange(2, 33)
-    base = np.asarray([l / (2 * z * z) for l in range(2, 33)])
-    bound = accounting.dp_rec.zhu_wang_upper_bound(q, base, orders)
-    for alpha, value in zip(orders, bound):
-      reference = float(_zhu_wang_mpmath(q, base, int(alpha)))
-      self.assertAlmostEqual(value, reference, delta=1e-11 * reference,
-                             msg=f'order {alpha}')
+  def test_sound_is_rdp_for_dp_fedavg(self):
+    kwargs = dict(noise_multiplier=0.9, population=4000, clients_per_round=40,
+                  rounds=10, delta=1e-5)
+    self.assertEqual(accounting.dp_fedavg_epsilon(accounting='sound', **kwargs),
+                     accounting.dp_fedavg_epsilon(accounting='rdp', **kwargs))
+    with self.assertRaisesRegex(ValueError, 'conversion'):
+      accounting.calibrate_dp_fedavg_noise(
+          target_epsilon=1.0, population=4000, clients_per_round=40,
+          rounds=10, delta=1e-5, conversion='classic')
 
-  @parameterized.parameters((0.01, 1.0), (0.1, 2.0), (0.001, 0.5))
-  def test_upper_bounds_exact_subsampled_gaussian(self, q, z):
-    # For the Gaussian mechanism (eps(l) = l / (2 z^2)) the general bound
-    # must lie above the exact subsampled RDP and below the unamplified one.
-    orders = list(range(2, 65))
-    base = [l / (2 * z * z) for l in range(2, 65)]
-    bound = accounting.dp_rec.zhu_wang_upper_bound(
-        q, np.asarray(base), np.asarray(orders))
-    exact = rdp_privacy_accountant._compute_rdp_poisson_subsampled_gaussian(  # pylint: disable=protected-access
-        q, z, orders)
-    self.assertTrue(np.all(bound >= exact - 1e-12))
-    # At order 2 the bound is exact: log(1 + q^2 (e^{eps(2)} - 1)).
-    self.assertAlmostEqual(bound[0], exact[0], delta=1e-9 * exact[0])
+  def test_main_job_round_one_under_half(self):
+    kwargs = dict(population=4000, clients_per_round=40, delta=4000**-1.1)
+    z = accounting.calibrate_dp_fedavg_noise(target_epsilon=1.0, rounds=10,
+                                             **kwargs)
+    self.assertLess(z, 0.7)  # RDP: 0.893.
+    self.assertLess(accounting.dp_fedavg_epsilon(
+        noise_multiplier=z, rounds=1, **kwargs), 0.5)
+    self.assertLessEqual(accounting.dp_fedavg_epsilon(
+        noise_multiplier=z, rounds=10, **kwargs), 1.0)

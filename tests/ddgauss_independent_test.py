@@ -41,7 +41,7 @@ import numpy as np
 
 from tff_dprec import accounting
 from tff_dprec.accounting import baselines
-from tff_dprec.accounting import dp_rec
+from tff_dprec.accounting import rdp_bounds
 
 RTOL = 1e-11
 # Integer orders (Zhu and Wang's bound is for integer orders): the authors'
@@ -192,7 +192,7 @@ class DDGaussIndependentTest(parameterized.TestCase):
   @parameterized.named_parameters(*CONFIGS)
   def test_subsampled_rdp_per_order_matches(self, *config):
     # The project does not expose DDGauss's composed RDP curve; its
-    # subsampling bound is `dp_rec.zhu_wang_upper_bound`, fed here with the
+    # subsampling bound is `rdp_bounds.zhu_wang_upper_bound`, fed here with the
     # independent base curve at every integer order.
     z, clip, bits, n, population, rounds, dim, _, beta, rotation = config
     _, s, composed = _independent(*config)
@@ -200,7 +200,7 @@ class DDGaussIndependentTest(parameterized.TestCase):
     orders = np.array(ORDERS)
     project = rounds * np.minimum(
         base[orders - 2],
-        dp_rec.zhu_wang_upper_bound(n / population, base, orders))
+        rdp_bounds.zhu_wang_upper_bound(n / population, base, orders))
     np.testing.assert_allclose(project, composed, rtol=RTOL, atol=0.0)
     del z, clip, bits, dim, beta, rotation
 

@@ -8,6 +8,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tests import support
 from tff_dprec import accounting
 from tff_dprec import learning
 from tff_dprec import message as message_lib
@@ -19,37 +20,6 @@ _STRUCT = tff.to_type(
         a=tff.TensorType(np.float32, [3]),
         b=tff.TensorType(np.float32, [2, 2])))
 _VECTOR = tff.TensorType(np.float32, [4])
-_CLIENTS_TO_SERVER = frozenset([
-    'federated_aggregate', 'federated_sum', 'federated_mean',
-    'federated_weighted_mean', 'federated_secure_sum',
-    'federated_secure_sum_bitwidth', 'federated_secure_modular_sum',
-    'federated_collect', 'federated_select'
-])
-
-
-def _tensor_dtypes(value_type):
-  if isinstance(value_type, tff.TensorType):
-    return [np.dtype(value_type.dtype)]
-  return [d for t in value_type for d in _tensor_dtypes(t)]
-
-
-def _clients_to_server_value_types(computation):
-  """Types of all values that intrinsics move from CLIENTS to SERVER."""
-  found = []
-
-  def visit(comp):
-    if isinstance(comp, tff.framework.Intrinsic):
-      if comp.uri in _CLIENTS_TO_SERVER:
-        parameter = comp.type_signature.parameter
-        value_type = (parameter[0] if isinstance(parameter, tff.StructType)
-                      else parameter)
-        found.append((comp.uri, value_type))
-    return comp, False
-
-  tff.framework.transform_postorder(computation.to_building_block(), visit)
-  return found
-
-
 class ConstructionTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.named_parameters(
@@ -130,12 +100,12 @@ class ConstructionTest(tf.test.TestCase, parameterized.TestCase):
     process = dp_rec.DPRecSumFactory(
         noise_stddev=0.1, l2_clip=1.0, bits=6,
         record_messages=record_messages).create(_STRUCT)
-    moved = _clients_to_server_value_types(process.next)
+    moved = support.clients_to_server_value_types(process.next)
     self.assertLen(moved, 1)
     uri, value_type = moved[0]
     self.assertEqual(uri, 'federated_aggregate')
     self.assertEqual(value_type.placement, tff.CLIENTS)
-    self.assertEqual(_tensor_dtypes(value_type.member),
+    self.assertEqual(support.tensor_dtypes(value_type.member),
                      [np.dtype(np.int64), np.dtype(np.int32)])
 
   @parameterized.named_parameters(('decode_on_arrival', False),
@@ -143,10 +113,10 @@ class ConstructionTest(tf.test.TestCase, parameterized.TestCase):
   def test_mean_factory_moves_only_integers(self, record_messages):
     process = learning.dp_rec_aggregator(
         0.1, 1.0, bits=6, record_messages=record_messages).create(_STRUCT)
-    moved = _clients_to_server_value_types(process.next)
+    moved = support.clients_to_server_value_types(process.next)
     self.assertNotEmpty(moved)
     for _, value_type in moved:
-      for dtype in _tensor_dtypes(value_type.member):
+      for dtype in support.tensor_dtypes(value_type.member):
         self.assertTrue(np.issubdtype(dtype, np.integer), msg=str(value_type))
 
   def test_message_size_and_dp_event(self):
@@ -209,12 +179,12 @@ class ClientEncoderTest(tf.test.TestCase):
     tff.test.assert_types_equivalent(encoder.type_signature.parameter,
                                      _STRUCT)
 
-  def test_decode_message_lays_groups_out_in_flattening_order(self):
+  def test_decode_update_lays_groups_out_in_flattening_order(self):
     factory = dp_rec.DPRecSumFactory(noise_stddev=0.2, l2_clip=1.0, bits=5)
     message = factory.client_encoder(_STRUCT)(
         collections.OrderedDict(a=np.ones(3, np.float32),
                                 b=np.zeros((2, 2), np.float32)))
-    decoded = dp_rec.decode_message(
+    decoded = dp_rec.decode_update(
         message['seed'], message['indices'], value_type=_STRUCT,
         noise_stddev=0.2, bits=5)
     seed = message_lib.codec_seed(tf.constant(message['seed'], tf.int64))
@@ -246,8 +216,8 @@ class MessageAggregatorTest(tf.test.TestCase):
     self.assertEqual(measurements['num_messages'], 4)
     self.assertEqual(measurements['rejected_messages'], 3)
     self.assertEqual(measurements['upload_bits'], 4 * (64 + 2 * 5))
-    expected = dp_rec.decode_message(123, [3, 31], value_type=_STRUCT,
-                                     noise_stddev=0.3, bits=5)
+    expected = dp_rec.decode_update(123, [3, 31], value_type=_STRUCT,
+                                    noise_stddev=0.3, bits=5)
     self.assertAllClose(total['a'], expected['a'])
     self.assertAllClose(total['b'], expected['b'])
 

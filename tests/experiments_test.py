@@ -25,6 +25,7 @@ from experiments.runner import sampling
 from experiments.data import stackoverflow_data
 from experiments.data import tasks
 from experiments.runner import training
+from tests import support
 
 _TINY = dict(seed=3, train_clients=40, heldout_clients=5, test_clients=15,
              num_words=300, num_tags=30, num_topics=6, mean_examples=12.0,
@@ -497,13 +498,7 @@ def _count_lines(path):
 
 
 def _run_cli(args, env_extra=None, timeout=600):
-  env = dict(os.environ)
-  env.pop(training.TEST_KILL_ENV, None)
-  env.update(env_extra or {})
-  return subprocess.run(
-      [sys.executable, '-m', 'experiments.run', '--noprogress',
-       '--num_seeds=1'] + args,
-      cwd=_REPO, capture_output=True, text=True, timeout=timeout, env=env)
+  return support.run_cli(args, env_extra, timeout)
 
 
 def _summary(output_dir, task='digits'):
@@ -518,7 +513,6 @@ _COMPARED = ('final_metric', 'final_metrics', 'epsilon', 'rounds',
 class PrivacyOfTheTrainingProcessTest(tf.test.TestCase):
 
   def test_dp_rec_process_moves_only_integer_messages(self):
-    from tests import dp_rec_test  # pylint: disable=g-import-not-at-top
     task = tasks.create_task('digits', self.create_tempdir().full_path)
     value_type = tff.learning.models.weights_type_from_model(
         task.baseline.model_fn).trainable
@@ -530,10 +524,10 @@ class PrivacyOfTheTrainingProcessTest(tf.test.TestCase):
           record_messages=record_messages)
       process = execution.build_process(
           task, plan, 0.05, tff.learning.optimizers.build_sgdm(1.0))
-      moved = dp_rec_test._clients_to_server_value_types(process.next)  # pylint: disable=protected-access
+      moved = support.clients_to_server_value_types(process.next)
       self.assertNotEmpty(moved)
       for _, moved_type in moved:
-        for dtype in dp_rec_test._tensor_dtypes(moved_type.member):  # pylint: disable=protected-access
+        for dtype in support.tensor_dtypes(moved_type.member):
           self.assertTrue(np.issubdtype(dtype, np.integer),
                           msg=str(moved_type))
     # FedAvg (not private) keeps TFF's client metrics: floats move.
@@ -543,8 +537,8 @@ class PrivacyOfTheTrainingProcessTest(tf.test.TestCase):
         bits=7, grouping='tensor', noise_stddev=0.02, l2_clip=0.5)
     process = execution.build_process(
         task, fedavg, 0.05, tff.learning.optimizers.build_sgdm(1.0))
-    dtypes = [d for _, t in dp_rec_test._clients_to_server_value_types(  # pylint: disable=protected-access
-        process.next) for d in dp_rec_test._tensor_dtypes(t.member)]  # pylint: disable=protected-access
+    dtypes = [d for _, t in support.clients_to_server_value_types(
+        process.next) for d in support.tensor_dtypes(t.member)]
     self.assertTrue(any(np.issubdtype(d, np.floating) for d in dtypes))
 
 

@@ -258,7 +258,7 @@ class RecordedMessagesTest(tf.test.TestCase):
     self.assertEqual(output.measurements['upload_bits'], 4 * (64 + 10))
     expected = np.zeros([6], np.float32)
     for row in messages:
-      expected += dp_rec.decode_message(
+      expected += dp_rec.decode_update(
           row[0], row[1:].astype(np.int32), value_type=value_type,
           noise_stddev=0.5, bits=5, grouping=4).numpy()
     self.assertAllClose(output.result, expected, rtol=1e-6, atol=1e-6)
@@ -280,7 +280,7 @@ class RecordedMessagesTest(tf.test.TestCase):
     self.assertEqual(measurements['rejected_messages'], 2)
     self.assertEqual(measurements['num_messages'], 3)
     self.assertAllEqual(measurements['messages'][:, 0], [1, 2, 5])
-    self.assertAllClose(total, dp_rec.decode_message(
+    self.assertAllClose(total, dp_rec.decode_update(
         5, [2], value_type=value_type, noise_stddev=1.0, bits=3))
 
   def test_record_messages_must_be_bool(self):

@@ -13,7 +13,7 @@ from experiments.runner import calibration_cache
 from experiments.runner import ledger
 from experiments.runner import run_params
 from experiments.runner import training
-from tests import experiments_test
+from tests import support
 
 _C = 0.5496089266880293
 
@@ -117,7 +117,7 @@ class ResumeAcrossMachinesTest(tf.test.TestCase):
             f'--output_dir={os.path.join(root, "out")}',
             f'--data_dir={os.path.join(root, "data")}']
     env = {calibration_cache.ENV: cache}
-    killed = experiments_test._run_cli(  # pylint: disable=protected-access
+    killed = support.run_cli(
         args, dict(env, **{training.TEST_KILL_ENV: 'dp_rec:3:saved'}))
     self.assertEqual(killed.returncode, -signal.SIGKILL, killed.stderr[-3000:])
     run_dir = os.path.join(root, 'out', 'digits', 'dp_rec', 'seed0')
@@ -142,7 +142,7 @@ class ResumeAcrossMachinesTest(tf.test.TestCase):
         run_dir))), os.path.join(far_dir, 'out'))
     shutil.copytree(cache, os.path.join(far_dir, 'cache'))
     self._move_cache(cache, lambda v: _ulps_down(v, 3))
-    resumed = experiments_test._run_cli(args, env)  # pylint: disable=protected-access
+    resumed = support.run_cli(args, env)
     output = resumed.stdout + resumed.stderr
     self.assertEqual(resumed.returncode, 0, output[-3000:])
     self.assertIn('continues at the parameters it started with', output)
@@ -163,7 +163,7 @@ class ResumeAcrossMachinesTest(tf.test.TestCase):
                      lambda v: v * (1 - 1e-6))
     far_args = [a.replace(os.path.dirname(os.path.dirname(os.path.dirname(
         os.path.dirname(run_dir)))), far_dir) for a in args]
-    refused = experiments_test._run_cli(  # pylint: disable=protected-access
+    refused = support.run_cli(
         far_args, {calibration_cache.ENV: os.path.join(far_dir, 'cache')})
     self.assertEqual(refused.returncode, 2, refused.stderr[-3000:])
     error = [l for l in refused.stderr.splitlines() if l.startswith('error')]

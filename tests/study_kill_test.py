@@ -21,6 +21,8 @@ import time
 
 import tensorflow as tf
 
+from tests import support
+
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _SEED = int(os.environ.get('TFF_DPREC_KILL_SEED', '20261201'))
 _KILLS = 3
@@ -36,7 +38,7 @@ _TIMING = ('seconds_per_round', 'seconds')
 def _sweep(output_dir, data_dir, kill_after=None):
   """(return code or None if killed, output) of one invocation."""
   env = dict(os.environ)
-  env.pop('TFF_DPREC_TEST_KILL_AT', None)
+  env.pop(support.KILL_ENV, None)
   process = subprocess.Popen(
       [sys.executable, '-m', 'experiments.epsilon_sweep', *_ARGS,
        f'--output_dir={output_dir}', f'--data_dir={data_dir}'],

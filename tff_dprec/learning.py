@@ -16,10 +16,12 @@ aggregated update (the trainable weights).
 DP-REC averages without client weights: a client's message depends on its
 update only. `tff.learning.algorithms.build_weighted_fed_avg` and
 `tff.aggregators.MeanFactory` are refused, and so is any other TFF factory
-wrapped around DP-REC (see `dp_rec.check_unweighted_creator`). A builder
-given a private DP-REC aggregator without
+wrapped around DP-REC (see `tff_dprec.aggregators.creation_guard`). A
+builder given a private DP-REC aggregator without
 `metrics_aggregator=no_client_metrics` warns (`ClientMetricsWarning`): TFF
-would sum the clients' training metrics in the clear.
+would sum the clients' training metrics in the clear. Where TFF's internals
+differ from those the guard relies on, it raises `TffInternalsError` rather
+than let the creation pass unchecked.
 """
 
 import collections
@@ -33,9 +35,11 @@ from tff_dprec import accounting as accounting_lib
 from tff_dprec import history
 from tff_dprec import message
 from tff_dprec import rec
+from tff_dprec.aggregators import creation_guard
 from tff_dprec.aggregators import dp_rec
 
-ClientMetricsWarning = dp_rec.ClientMetricsWarning
+ClientMetricsWarning = creation_guard.ClientMetricsWarning
+TffInternalsError = creation_guard.TffInternalsError
 
 
 class DPRecMeanFactory(tff.aggregators.UnweightedMeanFactory):
@@ -118,8 +122,9 @@ class DPRecMeanFactory(tff.aggregators.UnweightedMeanFactory):
         bits=event.bits, num_groups=event.num_groups, accounting=accounting)
 
   def create(self, value_type, *weight_type) -> tff.templates.AggregationProcess:
-    dp_rec.check_unweighted_call(self, weight_type)
-    dp_rec.check_unweighted_creator(self, sys._getframe(1), is_mean=True)  # pylint: disable=protected-access
+    creation_guard.check_unweighted_call(self, weight_type)
+    creation_guard.check_unweighted_creator(
+        self, sys._getframe(1), is_mean=True)  # pylint: disable=protected-access
     return super().create(value_type)
 
 

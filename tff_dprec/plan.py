@@ -228,7 +228,7 @@ def federation(*, population: int, clients_per_round: int, rounds: int,
         f'clients_per_round={clients_per_round!r} exceeds '
         f'population={population!r}.')
   if delta is None:
-    delta = population**-1.1
+    delta = accounting.default_delta(population)
   validation.check_probability(delta, 'delta')
   return Federation(int(population), int(clients_per_round), int(rounds),
                     float(target_epsilon), float(delta), int(dimension))

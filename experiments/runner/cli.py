@@ -8,18 +8,37 @@ import sys
 from absl import flags
 from absl import logging
 
+from experiments.infra import quiet
 from experiments.runner import config as config_lib
 
 
-def quiet_logs() -> None:
-  """Keeps per-round checkpoint and Keras INFO lines out of a run's output.
+VERBOSE_HELP = ("Show TensorFlow's C++, absl and gRPC logging (off by "
+                'default; a TF_CPP_MIN_LOG_LEVEL or GRPC_VERBOSITY you set '
+                'is kept either way).')
 
-  absl's `--verbosity=0` on the command line brings them back.
+
+def define_verbose_flag() -> flags.FlagHolder:
+  """--verbose (`experiments.infra.quiet` reads it before TensorFlow loads)."""
+  return flags.DEFINE_bool('verbose', False, VERBOSE_HELP)
+
+
+def add_verbose_argument(parser) -> None:
+  """--verbose for an argparse command line."""
+  parser.add_argument('--verbose', action='store_true', help=VERBOSE_HELP)
+
+
+def quiet_logs() -> None:
+  """Keeps absl's and TensorFlow's Python logging out of a run's output.
+
+  Per-round checkpoint lines, Keras INFO, tf.function retracing warnings:
+  only errors are shown. absl's `--verbosity` or `--verbose` on the command
+  line brings them back.
   """
-  if not flags.FLAGS['verbosity'].present:
-    logging.set_verbosity(logging.WARNING)
+  if not flags.FLAGS['verbosity'].present and not quiet.verbose_requested(
+      sys.argv):
+    logging.set_verbosity(logging.ERROR)
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
-    tf.get_logger().setLevel('WARNING')
+    tf.get_logger().setLevel('ERROR')
 
 
 def fail(error) -> None:

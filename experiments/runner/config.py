@@ -11,11 +11,13 @@ from typing import Any, Optional
 
 from experiments.data import names
 from experiments.runner import plans
+from tff_dprec.accounting import accountings
+from tff_dprec import sizes
+from tff_dprec import validation
 from tff_dprec.accounting import calibration
 
 TASKS = names.TASKS
 DOWNLINKS = ('auto', 'history', 'full')
-ACCOUNTINGS = ('pld', 'rdp', 'sound', 'paper')
 SERVER_OPTIMIZERS = ('adam', 'sgdm')
 EVAL_SPLITS = ('test', 'validation')
 STORED = names.STORED
@@ -83,7 +85,7 @@ class RunConfig:
   resume: bool = True
   insecure_test_seed: Optional[int] = None
   workers: int = 0
-  accounting: str = 'pld'
+  accounting: str = accountings.DEFAULT_ACCOUNTING
   embedded_config: Optional[dict] = None
   # Embedded SO-LR only: None (the paper's 342,477 training clients, made on
   # demand), 'stored' (the clients written in the data files, 4,000 by
@@ -127,7 +129,8 @@ class RunConfig:
     _check_int(self.eval_examples, 'eval_examples', minimum=1, optional=True)
     _check_int(self.seed, 'seed', minimum=None)
     _check_int(self.num_seeds, 'num_seeds', minimum=1)
-    _check_int(self.verify_clients, 'verify_clients', minimum=0)
+    _check_int(self.verify_clients,
+               'verify_clients (--verify_replay_clients)', minimum=0)
     _check_int(self.workers, 'workers', minimum=0)
     _check_int(self.jobs, 'jobs', minimum=1)
     if self.jobs > 1 and self.workers:
@@ -155,20 +158,23 @@ class RunConfig:
       _check_positive(getattr(self, name), name, optional=True)
     _check_positive(self.target_epsilon, 'target_epsilon')
     if self.delta is not None:
-      _check_positive(self.delta, 'delta')
-      if not self.delta < 1:
-        raise ValueError(f'delta must be in (0, 1), found {self.delta!r}.')
+      validation.check_probability(self.delta, 'delta')
+    if self.bits is not None:
+      validation.check_int_in_range(self.bits, 'bits', 1, sizes.MAX_BITS)
     if self.server_optimizer not in (None,) + SERVER_OPTIMIZERS:
       raise ValueError(f'server_optimizer must be one of {SERVER_OPTIMIZERS}, '
                        f'found {self.server_optimizer!r}.')
     if self.server_momentum is not None:
-      _check_number(self.server_momentum, 'server_momentum')
+      validation.check_number(self.server_momentum, 'server_momentum')
       if not 0 <= self.server_momentum < 1:
         raise ValueError('server_momentum must be in [0, 1), found '
                          f'{self.server_momentum!r}.')
 
   def _check_choices(self):
     """Fields with a fixed set of values, population and grouping."""
+    if self.task not in TASKS:
+      raise ValueError(f'task={self.task!r} is unknown; choose one of '
+                       f'{TASKS}.')
     if self.eval_split not in EVAL_SPLITS:
       raise ValueError(f'eval_split must be one of {EVAL_SPLITS}, found '
                        f'{self.eval_split!r}.')
@@ -184,8 +190,9 @@ class RunConfig:
       raise ValueError(f'population={self.population!r} applies to the '
                        'embedded stackoverflow_lr data only, not to '
                        f'task={self.task!r}.')
-    if self.accounting not in ACCOUNTINGS:
-      raise ValueError(f'accounting must be one of {ACCOUNTINGS}, found '
+    if self.accounting not in accountings.ACCOUNTINGS:
+      raise ValueError('accounting must be one of '
+                       f'{accountings.ACCOUNTINGS}, found '
                        f'{self.accounting!r}.')
     if isinstance(self.grouping, int) and not isinstance(
         self.grouping, bool) and self.grouping < 1:
@@ -238,7 +245,7 @@ class RunConfig:
         eval_every=self.eval_every or d.eval_every,
         client_lr=self.client_lr or d.client_lr,
         delta=(self.delta if self.delta is not None else
-               task.population**-1.1))
+               accountings.default_delta(task.population)))
     if config.clients_per_round > task.population:
       raise ValueError(
           f'clients_per_round={config.clients_per_round} exceeds the '
@@ -274,22 +281,14 @@ _FIXED_PARAMETER_RANGES = {
 
 
 def _check_int(value, name, *, minimum, optional=False):
+  """`tff_dprec.validation`'s int checks: any int, >= 0 or >= 1."""
   if value is None and optional:
     return
-  if isinstance(value, bool) or not isinstance(value, int):
-    raise TypeError(f'{name} must be an int, found {value!r}.')
-  if minimum is not None and value < minimum:
-    raise ValueError(f'{name} must be >= {minimum}, found {value!r}.')
-
-
-def _check_number(value, name):
-  if isinstance(value, bool) or not isinstance(value, (int, float)):
-    raise TypeError(f'{name} must be a number, found {value!r}.')
+  {None: validation.check_int, 0: validation.check_nonnegative_int,
+   1: validation.check_positive_int}[minimum](value, name)
 
 
 def _check_positive(value, name, *, optional=False):
   if value is None and optional:
     return
-  _check_number(value, name)
-  if not (value > 0 and math.isfinite(value)):
-    raise ValueError(f'{name} must be positive and finite, found {value!r}.')
+  validation.check_positive_number(value, name)

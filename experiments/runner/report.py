@@ -165,7 +165,8 @@ def _table_notes(records, rows, context, label) -> list[str]:
     lines.append('')
     lines.append('Total communication per client-round, relative to '
                  f'{REFERENCE}: ' + ', '.join(
-                     f'{name} {ratio:.3g}x less' for name, ratio in ratios))
+                     f'{name} {_ratio_words(ratio)}'
+                     for name, ratio in ratios))
   differences = _difference_lines(rows, context)
   if differences:
     lines.append('')
@@ -372,6 +373,15 @@ def lost_rounds_note(runs: Sequence[dict]) -> str:
   seeds = ', '.join(str(s) for s, _ in lost)
   return (f'{total} round{"s" * (total != 1)} lost to interruptions (seed '
           f'{seeds}), counted as spent')
+
+
+def _ratio_words(ratio: float) -> str:
+  """'365x less', '1.5x more', or 'the same' (within 0.5%)."""
+  if abs(ratio - 1.0) < 5e-3:
+    return 'the same'
+  if ratio > 1.0:
+    return f'{ratio:.3g}x less'
+  return f'{1.0 / ratio:.3g}x more'
 
 
 def mean_se(values: Sequence[float]) -> tuple:

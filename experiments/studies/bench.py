@@ -26,6 +26,7 @@ import subprocess
 import sys
 import time
 
+from experiments.runner import cli as cli_lib
 from experiments.studies import throughput
 
 
@@ -214,6 +215,7 @@ def history_bench(words: int, tags: int, clients_per_round: int,
 
 def main(argv=None):
   parser = argparse.ArgumentParser(prog='python -m experiments.bench')
+  cli_lib.add_verbose_argument(parser)
   parser.add_argument('what', choices=['codec', 'codec_one', 'history',
                                        'rounds', 'images'])
   parser.add_argument('--aggregators',

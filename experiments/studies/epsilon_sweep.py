@@ -435,6 +435,7 @@ def _define_flags():
   # pylint: disable=global-statement
   global _STUDY, _AGGREGATORS, _EPSILONS, _NUM_SEEDS, _TUNE_SEEDS, _GRIDS
   global _CONTROLS, _ROUNDS
+  cli_lib.define_verbose_flag()
   _STUDY = cli_lib.define_study_flags('output/epsilon_sweep')
   _AGGREGATORS = flags.DEFINE_list('aggregators', ['dp_rec', 'dp_fedavg'],
                                    'Private aggregators to sweep.')

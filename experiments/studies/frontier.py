@@ -637,6 +637,7 @@ def _define_flags():
   # pylint: disable=global-statement
   global _STUDY, _POINTS, _GRIDS, _ROUNDS, _TARGET_EPSILON, _NUM_SEEDS
   global _TUNE_SEEDS, _EXTEND_EDGES, _REPORT_ONLY
+  cli_lib.define_verbose_flag()
   _STUDY = cli_lib.define_study_flags('results/frontier')
   _POINTS = flags.DEFINE_string(
       'points', DEFAULT_POINTS,

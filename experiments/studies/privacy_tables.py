@@ -48,7 +48,7 @@ def table1_rows():
   rows = []
   for task, c, n, b, t, paper_eps, groups, bits in PAPER_ROWS + (MAIN_JOB,):
     common = dict(population=n, clients_per_round=b, rounds=t,
-                  delta=n**-1.1)
+                  delta=accounting.default_delta(n))
     paper = None
     if task != MAIN_JOB[0]:
       with warnings.catch_warnings():

@@ -58,6 +58,7 @@ import os
 import sys
 import time
 
+from experiments.runner import cli as cli_lib
 from experiments.infra import atomic_files
 from experiments.studies import communication
 from experiments.studies import paper
@@ -101,6 +102,7 @@ def _write(config, cells, runs, seconds, ablations):
 def main(argv=None):
   parser = argparse.ArgumentParser(prog='python -m experiments.reproduce',
                                    description=__doc__.splitlines()[0])
+  cli_lib.add_verbose_argument(parser)
   parser.add_argument('--output_dir', required=True)
   parser.add_argument('--part', default=','.join(paper.DEFAULT_PARTS),
                       help='comma-separated subset of '
@@ -160,6 +162,7 @@ def main(argv=None):
           training_seeds=args.training_seeds or 3)
   except ValueError as e:
     parser.error(str(e))
+  cli_lib.quiet_logs()
   start = time.time()
 
   def log(text):

@@ -300,6 +300,7 @@ def _define_flags():
   """Defined only when run as a program (tests import this module)."""
   # pylint: disable=global-statement
   global _STUDY, _AGGREGATOR, _GRID, _ROUNDS, _CLIENTS, _EPSILON, _NUM_SEEDS
+  cli_lib.define_verbose_flag()
   _STUDY = cli_lib.define_study_flags('output/tune')
   _AGGREGATOR = flags.DEFINE_string('aggregator', 'dp_fedavg',
                                     'The aggregator to tune.')

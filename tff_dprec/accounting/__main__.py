@@ -54,10 +54,6 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Optional[Sequence[str]] = None) -> None:
   parser = _parser()
   args = parser.parse_args(argv)
-  delta = args.delta if args.delta is not None else args.population**-1.1
-  common = dict(population=args.population,
-                clients_per_round=args.clients_per_round, rounds=args.rounds,
-                delta=delta)
 
   def need(*names):
     missing = [n for n in names if getattr(args, n) is None]
@@ -66,6 +62,11 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
                    ', '.join('--' + m for m in missing))
 
   try:
+    delta = (args.delta if args.delta is not None else
+             accounting.default_delta(args.population))
+    common = dict(population=args.population,
+                  clients_per_round=args.clients_per_round,
+                  rounds=args.rounds, delta=delta)
     with warnings.catch_warnings(record=True) as caught:
       warnings.simplefilter('always', accounting.UnprovenPaperBound)
       if args.mechanism == 'dp_rec':
@@ -82,7 +83,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
 
 def _dp_rec(args, common, delta, need):
   if args.accounting is None:
-    args.accounting = accounting.PLD
+    args.accounting = accounting.DEFAULT_ACCOUNTING
   if args.total_bits is None:
     need('bits', 'num_groups')
   bits = dict(bits=args.bits, num_groups=args.num_groups,
@@ -111,9 +112,8 @@ def _dp_fedavg(args, common, delta, need):
   if args.accounting is None:
     args.accounting = (accounting.RDP
                        if args.conversion == accounting.CONVERSION_CLASSIC
-                       else accounting.PLD)
-  if args.accounting not in (accounting.PLD, accounting.RDP,
-                             accounting.SOUND):
+                       else accounting.DEFAULT_ACCOUNTING)
+  if args.accounting not in accounting.DP_FEDAVG_ACCOUNTINGS:
     raise ValueError(f'--accounting={args.accounting} is for dp_rec; '
                      "dp_fedavg takes 'pld' or 'rdp'.")
   kind = accounting.canonical(args.accounting)
@@ -135,7 +135,8 @@ def _dp_fedavg(args, common, delta, need):
 
 
 def _ddgauss(args, common, delta, need):
-  if args.accounting not in (None, accounting.RDP, accounting.SOUND):
+  if (args.accounting is not None and
+      args.accounting not in accounting.DDGAUSS_ACCOUNTINGS):
     raise ValueError(f'--accounting={args.accounting}: ddgauss has an RDP '
                      "accountant only ('rdp').")
   need('l2_clip', 'bits', 'dimension')

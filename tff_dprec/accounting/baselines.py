@@ -38,13 +38,12 @@ import numpy as np
 from scipy import special
 
 from tff_dprec import validation
-from tff_dprec.accounting import dp_rec
+from tff_dprec.accounting import accountings
+from tff_dprec.accounting import events
+from tff_dprec.accounting import rdp_bounds
 
 CONVERSION_TIGHT = 'tight'
 CONVERSION_CLASSIC = 'classic'
-PLD = 'pld'
-RDP = 'rdp'
-DP_FEDAVG_ACCOUNTINGS = (PLD, RDP, dp_rec.SOUND)  # SOUND: alias of RDP.
 # DP-FedAvg's PLD loss grid: PLD_DISCRETIZATION, refined to epsilon / 500
 # (down to PLD_MIN_DISCRETIZATION) where epsilon is small, so that the
 # pessimistic PLD epsilon is within about 1% of the exact value.
@@ -57,7 +56,7 @@ _PLD_REFINE = 500.0
 # (the switch only ever raises it).
 PLD_MAX_RDP_EPSILON = 100.0
 # Orders for DP-FedAvg (any > 1).
-DEFAULT_ORDERS = dp_rec.PAPER_ORDERS
+DEFAULT_ORDERS = rdp_bounds.PAPER_ORDERS
 # Integer orders for DDGauss (its subsampling bound needs integer orders).
 DDGAUSS_ORDERS = tuple(range(2, 129)) + (160, 192, 256)
 
@@ -66,7 +65,8 @@ def dp_fedavg_epsilon(*, noise_multiplier: float, population: int,
                       clients_per_round: int, rounds: int, delta: float,
                       conversion: str = CONVERSION_TIGHT,
                       orders: Sequence[float] = DEFAULT_ORDERS,
-                      accounting: str = PLD) -> float:
+                      accounting: str = accountings.DEFAULT_ACCOUNTING
+                      ) -> float:
   """Epsilon of DP-FedAvg: Poisson-subsampled Gaussian, q = B/N, T rounds.
 
   A theorem for Poisson sampling with the noisy sum divided by the fixed B
@@ -82,14 +82,15 @@ def dp_fedavg_epsilon(*, noise_multiplier: float, population: int,
       needs `accounting='rdp'`.
   """
   validation.check_positive_number(noise_multiplier, 'noise_multiplier')
-  q = dp_rec.sampling_rate(population, clients_per_round)
+  q = events.sampling_rate(population, clients_per_round)
   validation.check_nonnegative_int(rounds, 'rounds')
   validation.check_probability(delta, 'delta')
   validation.check_choice(conversion, 'conversion',
                           (CONVERSION_TIGHT, CONVERSION_CLASSIC))
-  validation.check_choice(accounting, 'accounting', DP_FEDAVG_ACCOUNTINGS)
-  accounting = dp_rec.canonical(accounting)
-  if accounting == PLD and conversion != CONVERSION_TIGHT:
+  validation.check_choice(accounting, 'accounting',
+                          accountings.DP_FEDAVG_ACCOUNTINGS)
+  accounting = accountings.canonical(accounting)
+  if accounting == accountings.PLD and conversion != CONVERSION_TIGHT:
     raise ValueError(
         f'conversion={conversion!r} applies to the RDP accountant; pass '
         "accounting='rdp' with it (accounting='pld' was given).")
@@ -106,7 +107,7 @@ def dp_fedavg_epsilon(*, noise_multiplier: float, population: int,
       rdp_privacy_accountant._compute_rdp_poisson_subsampled_gaussian(  # pylint: disable=protected-access
           q, noise_multiplier, orders), 0.0)
   rdp_epsilon = rdp_to_epsilon(orders, rdp, delta, conversion)
-  if (conversion != CONVERSION_TIGHT or accounting == RDP or
+  if (conversion != CONVERSION_TIGHT or accounting == accountings.RDP or
       not rdp_epsilon <= PLD_MAX_RDP_EPSILON):
     return rdp_epsilon
   return min(rdp_epsilon, _pld_epsilon(event, rounds, delta))
@@ -246,7 +247,7 @@ def ddgauss_epsilon(*, noise_multiplier: float, l2_clip: float, bits: int,
       noise_multiplier=noise_multiplier, l2_clip=l2_clip, bits=bits,
       clients_per_round=clients_per_round, dimension=dimension, beta=beta,
       modclip_prob=modclip_prob, rotation_type=rotation_type)
-  q = dp_rec.sampling_rate(population, clients_per_round)
+  q = events.sampling_rate(population, clients_per_round)
   validation.check_nonnegative_int(rounds, 'rounds')
   validation.check_probability(delta, 'delta')
   n = clients_per_round
@@ -264,7 +265,7 @@ def ddgauss_epsilon(*, noise_multiplier: float, l2_clip: float, bits: int,
   values = base[int_orders - 2]
   if q < 1.0:
     values = np.minimum(
-        values, dp_rec.zhu_wang_upper_bound(q, base, int_orders))
+        values, rdp_bounds.zhu_wang_upper_bound(q, base, int_orders))
   return rdp_to_epsilon(orders, rounds * values, delta, conversion)
 
 

@@ -15,8 +15,11 @@ from typing import Callable, Optional, Tuple
 import numpy as np
 
 from tff_dprec import validation
+from tff_dprec.accounting import accountings
 from tff_dprec.accounting import baselines
-from tff_dprec.accounting import dp_rec
+from tff_dprec.accounting import dp_rec_accountant
+from tff_dprec.accounting import events
+from tff_dprec.accounting import paper_accountant
 
 # Bounds of the calibration searches.
 MAX_CLIP_RATIO = 25.0
@@ -37,8 +40,9 @@ def calibrate_clip_ratio(*, target_epsilon: float, population: int,
                          bits: Optional[int] = None,
                          num_groups: Optional[int] = None,
                          total_bits: Optional[int] = None,
-                         accounting: str = dp_rec.PLD,
-                         reverse_divergence: str = dp_rec.REVERSE_FORWARD_BOUND,
+                         accounting: str = accountings.DEFAULT_ACCOUNTING,
+                         reverse_divergence: str = (
+                             paper_accountant.REVERSE_FORWARD_BOUND),
                          tol: float = 1e-6) -> float:
   """Returns the largest clip ratio c whose DP-REC epsilon <= target_epsilon.
 
@@ -54,11 +58,11 @@ def calibrate_clip_ratio(*, target_epsilon: float, population: int,
   validation.check_positive_number(target_epsilon, 'target_epsilon')
   validation.check_positive_int(rounds, 'rounds')
   validation.check_probability(delta, 'delta')
-  bits, num_groups = dp_rec.resolve_bits(accounting, bits, num_groups,
+  bits, num_groups = events.resolve_bits(accounting, bits, num_groups,
                                          total_bits)
 
   def epsilon(c):
-    return dp_rec.dp_rec_epsilon(
+    return dp_rec_accountant.dp_rec_epsilon(
         clip_ratio=c, population=population,
         clients_per_round=clients_per_round, rounds=rounds, delta=delta,
         bits=bits, num_groups=num_groups, accounting=accounting,
@@ -67,14 +71,14 @@ def calibrate_clip_ratio(*, target_epsilon: float, population: int,
   def epsilon_or_inf(c):
     try:
       return epsilon(c)
-    except dp_rec.OverheadExceedsDeltaError:
+    except paper_accountant.OverheadExceedsDeltaError:
       return math.inf
 
-  if accounting == dp_rec.PAPER:
+  if accounting == accountings.PAPER:
     # Raises OverheadExceedsDeltaError when even c -> 0 cannot meet delta.
     epsilon(MIN_CLIP_RATIO)
   lo, hi = MIN_CLIP_RATIO, MAX_CLIP_RATIO
-  if accounting == dp_rec.PLD:
+  if accounting == accountings.PLD:
     # The PLD epsilon is the smaller of two bounds, so the RDP calibration
     # (cheap) meets the target: bracket from there instead of evaluating
     # the PLD at c = 25.
@@ -82,7 +86,7 @@ def calibrate_clip_ratio(*, target_epsilon: float, population: int,
       lo = calibrate_clip_ratio(
           target_epsilon=target_epsilon, population=population,
           clients_per_round=clients_per_round, rounds=rounds, delta=delta,
-          bits=bits, num_groups=num_groups, accounting=dp_rec.RDP, tol=tol)
+          bits=bits, num_groups=num_groups, accounting=accountings.RDP, tol=tol)
       lo, hi = _expand(epsilon_or_inf, target_epsilon, lo, MAX_CLIP_RATIO,
                        factor=1.5)
     except TargetUnreachableError:
@@ -132,15 +136,17 @@ def calibrate_dp_fedavg_noise(*, target_epsilon: float, population: int,
                               delta: float,
                               conversion: str = baselines.CONVERSION_TIGHT,
                               tol: float = 1e-6,
-                              accounting: str = baselines.PLD) -> float:
+                              accounting: str = (
+                                  accountings.DEFAULT_ACCOUNTING)
+                              ) -> float:
   """Returns the smallest noise multiplier whose epsilon <= target_epsilon.
 
   `accounting` and `conversion` as in `baselines.dp_fedavg_epsilon`.
   """
   validation.check_positive_number(target_epsilon, 'target_epsilon')
   validation.check_choice(accounting, 'accounting',
-                          baselines.DP_FEDAVG_ACCOUNTINGS)
-  if accounting == baselines.PLD and conversion != baselines.CONVERSION_TIGHT:
+                          accountings.DP_FEDAVG_ACCOUNTINGS)
+  if accounting == accountings.PLD and conversion != baselines.CONVERSION_TIGHT:
     raise ValueError(
         f'conversion={conversion!r} applies to the RDP accountant; pass '
         "accounting='rdp' with it (accounting='pld' was given).")
@@ -152,13 +158,13 @@ def calibrate_dp_fedavg_noise(*, target_epsilon: float, population: int,
         conversion=conversion, accounting=accounting)
 
   lo, hi = MIN_NOISE_MULTIPLIER, MAX_NOISE_MULTIPLIER
-  if accounting == baselines.PLD:
+  if accounting == accountings.PLD:
     # As for DP-REC: the RDP calibration meets the target; bracket below it.
     try:
       hi = calibrate_dp_fedavg_noise(
           target_epsilon=target_epsilon, population=population,
           clients_per_round=clients_per_round, rounds=rounds, delta=delta,
-          tol=tol, accounting=baselines.RDP)
+          tol=tol, accounting=accountings.RDP)
       lo, hi = _expand(epsilon, target_epsilon, hi, MIN_NOISE_MULTIPLIER,
                        factor=1 / 1.5)
     except TargetUnreachableError:

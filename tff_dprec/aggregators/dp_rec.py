@@ -7,7 +7,6 @@ of messages, and the `tff.aggregators` factory around them.
 
 import collections
 import sys
-import warnings
 from typing import Optional
 
 import numpy as np
@@ -18,6 +17,7 @@ from tff_dprec import accounting
 from tff_dprec import message
 from tff_dprec import rec
 from tff_dprec import validation
+from tff_dprec.aggregators import creation_guard
 
 # Kept for callers of the old names; defined in `tff_dprec.message`.
 SEED_BITS = message.SEED_BITS
@@ -71,7 +71,7 @@ class DPRecSumFactory(tff.aggregators.UnweightedAggregationFactory):
   This is a sum. For `tff.learning`, use the mean around it,
   `tff_dprec.learning.dp_rec_aggregator(...)`, with
   `tff.learning.algorithms.build_unweighted_fed_avg`. `create` refuses to be
-  called by a weighted factory (see `check_unweighted_creator`): inside
+  called by a weighted factory (see `creation_guard`): inside
   `tff.aggregators.MeanFactory` the weights would reach the server in the
   clear, and given directly to `build_unweighted_fed_avg` the server would
   apply the sum of the updates.
@@ -286,9 +286,12 @@ class DPRecSumFactory(tff.aggregators.UnweightedAggregationFactory):
         send the weights in the clear and clip weight x update; TFF's
         `as_weighted_aggregator`, i.e. `build_unweighted_fed_avg` given this
         factory directly, would apply the sum instead of the mean).
+      creation_guard.TffInternalsError: If TFF's internals differ from those
+        `creation_guard` relies on, so that the creation cannot be checked.
     """
-    check_unweighted_call(self, weight_type)
-    check_unweighted_creator(self, sys._getframe(1), is_mean=False)  # pylint: disable=protected-access
+    creation_guard.check_unweighted_call(self, weight_type)
+    creation_guard.check_unweighted_creator(
+        self, sys._getframe(1), is_mean=False)  # pylint: disable=protected-access
     client_encode = self.client_encoder(value_type)
     aggregate_messages = self.message_aggregator(value_type)
 
@@ -311,11 +314,12 @@ class DPRecSumFactory(tff.aggregators.UnweightedAggregationFactory):
     return tff.templates.AggregationProcess(init_fn, next_fn)
 
 
-def decode_message(seed_word, indices, *, value_type, noise_stddev: float,
-                   bits: int, grouping: rec.Grouping = rec.GROUPING_TENSOR):
-  """Decodes one client message outside TFF (history replay, audits).
+def decode_update(seed_word, indices, *, value_type, noise_stddev: float,
+                  bits: int, grouping: rec.Grouping = rec.GROUPING_TENSOR):
+  """Decodes one client message into its update, outside TFF (replay, audits).
 
-  `message.decode_message` for a TFF `value_type`.
+  `message.decode_message` with the layout of a TFF `value_type` and the
+  aggregator's settings.
 
   Args:
     seed_word: The message's int64 seed.
@@ -334,147 +338,6 @@ def decode_message(seed_word, indices, *, value_type, noise_stddev: float,
       grouping=grouping)
   return message.decode_message(seed_word, indices, layout,
                                 noise_stddev=noise_stddev)
-
-
-def check_unweighted_call(factory, weight_type) -> None:
-  """Raises TypeError if `create` was called as a weighted factory's."""
-  if weight_type:
-    raise TypeError(
-        f'{type(factory).__name__}.create takes the value type only; it was '
-        f'called with a weight type too ({weight_type[0]!r}), as a weighted '
-        'aggregator is (tff.learning.algorithms.build_fed_sgd and '
-        'build_weighted_fed_avg do so). DP-REC averages without weights: use '
-        'tff.learning.algorithms.build_unweighted_fed_avg with '
-        'model_aggregator=tff_dprec.learning.dp_rec_aggregator(...).')
-
-
-def check_unweighted_creator(factory, caller_frame, *, is_mean: bool) -> None:
-  """Raises TypeError unless only DP-REC and unweighted means enclose `create`.
-
-  A DP-REC aggregation sees only the values it is given; whatever encloses
-  it runs its own client-side code. `tff.aggregators.MeanFactory` calls its
-  value sum with weight x value: the weights then go to the server as
-  float32 in the clear (through the weight sum) and the clip bounds
-  weight x update, not the update. `tff.aggregators.clipping_factory` and
-  `zeroing_factory` sum a clipped or zeroed count from every client, also in
-  the clear. So `create` walks the whole chain of factories whose `create`
-  is running (every frame up the stack whose `self` is an aggregation
-  factory) and accepts only:
-
-  * DP-REC's own factories and `tff.aggregators.UnweightedMeanFactory`
-    (which adds only the public client count);
-  * TFF's `as_weighted_aggregator` (the wrapper `build_unweighted_fed_avg`
-    puts around its model aggregator, ignoring the weights), once a mean is
-    in the chain: a sum wrapped that way would be a model aggregator that
-    applies the sum of the updates.
-
-  Args:
-    factory: The DP-REC factory whose `create` is running.
-    caller_frame: The frame of the caller of `create`.
-    is_mean: Whether `factory` is a mean.
-
-  Raises:
-    TypeError: If any other aggregation factory encloses the creation.
-  """
-  mean_seen = is_mean
-  metrics_checked = is_mean  # The mean's sum checks the builder's metrics.
-  frame = caller_frame
-  del caller_frame
-  try:
-    while frame is not None:
-      if not metrics_checked and _is_tff_builder(frame):
-        metrics_checked = True
-        _warn_if_client_metrics(factory, frame)
-      enclosing = frame.f_locals.get('self')
-      frame = frame.f_back
-      mean_seen = _check_enclosing(factory, enclosing, mean_seen)
-  finally:
-    del frame
-
-
-def _check_enclosing(factory, enclosing, mean_seen: bool) -> bool:
-  """Raises TypeError unless `enclosing` may enclose DP-REC's `create`.
-
-  Args:
-    factory: The DP-REC factory whose `create` is running.
-    enclosing: The `self` of a frame up the stack (any object).
-    mean_seen: Whether a mean encloses the frames checked so far.
-
-  Returns:
-    Whether a mean encloses the creation once `enclosing` is counted.
-  """
-  if not isinstance(enclosing, (tff.aggregators.UnweightedAggregationFactory,
-                                tff.aggregators.WeightedAggregationFactory)):
-    return mean_seen
-  if isinstance(enclosing, (DPRecSumFactory,
-                            tff.aggregators.UnweightedMeanFactory)):
-    return mean_seen or isinstance(enclosing,
-                                   tff.aggregators.UnweightedMeanFactory)
-  if isinstance(enclosing, _WEIGHTS_IGNORED):
-    if mean_seen:
-      return mean_seen
-    raise TypeError(
-        f'{type(factory).__name__} sums the client updates; as a '
-        '`tff.learning` model aggregator the server would apply the sum, '
-        'not the mean. Pass model_aggregator=tff_dprec.learning.'
-        'dp_rec_aggregator(...) (the DP-REC mean) to '
-        'tff.learning.algorithms.build_unweighted_fed_avg.')
-  if isinstance(enclosing, tff.aggregators.WeightedAggregationFactory):
-    raise TypeError(
-        f'{type(factory).__name__} cannot be used inside the weighted '
-        f'{type(enclosing).__name__}: the client weights would reach the '
-        'server as float32 in the clear and the clip would bound weight '
-        'x update. DP-REC averages without weights: use '
-        'tff.learning.algorithms.build_unweighted_fed_avg with '
-        'model_aggregator=tff_dprec.learning.dp_rec_aggregator(...).')
-  raise TypeError(
-      f'{type(factory).__name__} cannot be used inside '
-      f'{type(enclosing).__name__}: that factory runs its own client '
-      'code around DP-REC (for example the clipped or zeroed counts of '
-      'tff.aggregators.clipping_factory and zeroing_factory), and its '
-      'outputs would reach the server in the clear, outside the DP-REC '
-      'message and its epsilon. DP-REC clips every update itself '
-      '(l2_clip): pass model_aggregator=tff_dprec.learning.'
-      'dp_rec_aggregator(...) to '
-      'tff.learning.algorithms.build_unweighted_fed_avg unwrapped.')
-
-
-def _is_tff_builder(frame) -> bool:
-  """Whether `frame` is a `tff.learning` builder's (it has a metrics_aggregator)."""
-  return (frame.f_code.co_name.startswith('build_') and
-          'metrics_aggregator' in frame.f_locals and
-          frame.f_globals.get('__name__', '').startswith('tensorflow_federated'))
-
-
-def _warn_if_client_metrics(factory, builder_frame) -> None:
-  """Warns when a private DP-REC model aggregator comes with client metrics.
-
-  The warning points at the first frame outside TFF: the user's call of the
-  builder.
-  """
-  if factory.l2_clip is None:
-    return  # Compression only: nothing private to leak.
-  metrics_aggregator = builder_frame.f_locals['metrics_aggregator']
-  if (getattr(metrics_aggregator, '__name__', None) == 'no_client_metrics' and
-      getattr(metrics_aggregator, '__module__', '').startswith('tff_dprec')):
-    return
-  user = builder_frame
-  while user.f_back is not None and user.f_globals.get(
-      '__name__', '').startswith('tensorflow_federated'):
-    user = user.f_back
-  warnings.warn_explicit(
-      'The tff.learning builder given DP-REC as model_aggregator also '
-      f'aggregates client metrics (metrics_aggregator={metrics_aggregator!r}):'
-      ' each client\'s training loss and example counts reach the server '
-      'outside the DP-REC message, not covered by its epsilon. Pass '
-      'metrics_aggregator=tff_dprec.learning.no_client_metrics to release '
-      'none.', ClientMetricsWarning, user.f_code.co_filename, user.f_lineno,
-      module=user.f_globals.get('__name__'),
-      registry=user.f_globals.setdefault('__warningregistry__', {}))
-
-
-class ClientMetricsWarning(UserWarning):
-  """A private DP-REC aggregator is built with client metrics in the clear."""
 
 
 def _decoding_message_aggregator(value_type, layout, noise_stddev):
@@ -590,13 +453,6 @@ def _message_type(layout):
 
 def _matrix_type(layout):
   return tff.TensorType(np.int64, [None, 1 + layout.num_groups])
-
-
-# TFF's adapter behind `tff.aggregators.as_weighted_aggregator` (what
-# `build_unweighted_fed_avg` wraps its model aggregator in): it drops the
-# weights. Its class is private, so it is taken from the public function.
-_WEIGHTS_IGNORED = type(tff.aggregators.as_weighted_aggregator(
-    tff.aggregators.SumFactory()))
 
 
 def _check_value_type(value_type):

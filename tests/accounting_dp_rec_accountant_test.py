@@ -1,0 +1,169 @@
+"""Tests for tff_dprec.accounting.dp_rec_accountant and events.
+
+`DpRecAccountant` under each accounting (dp_accounting's accountant
+contract), `DpRecEvent`, `dp_rec_epsilon`.
+"""
+
+import math
+
+from absl.testing import parameterized
+import dp_accounting
+import numpy as np
+
+from tff_dprec import accounting
+
+
+class DpRecAccountantTest(parameterized.TestCase):
+  """`DpRecAccountant` returns the accountant class of the accounting."""
+
+  @parameterized.parameters(
+      ('pld', accounting.DpRecPldAccountant),
+      ('rdp', accounting.DpRecRdpAccountant),
+      ('sound', accounting.DpRecRdpAccountant),
+      ('paper', accounting.DpRecPaperAccountant))
+  def test_chooses_the_class(self, name, cls):
+    accountant = accounting.DpRecAccountant(accounting=name)
+    self.assertIs(type(accountant), cls)
+    self.assertIsInstance(accountant, accounting.DpRecAccountantBase)
+    self.assertIsInstance(accountant, dp_accounting.PrivacyAccountant)
+    self.assertEqual(accountant.accounting, accounting.canonical(name))
+
+  def test_default_is_pld(self):
+    self.assertIsInstance(accounting.DpRecAccountant(),
+                          accounting.DpRecPldAccountant)
+
+  @parameterized.parameters('pld', 'rdp', 'paper')
+  def test_same_epsilon_as_the_class(self, name):
+    event = accounting.dp_rec_round_event(
+        clip_ratio=1.0, total_bits=40, population=1000,
+        clients_per_round=10)
+    cls = type(accounting.DpRecAccountant(accounting=name))
+    self.assertEqual(
+        accounting.DpRecAccountant(accounting=name).compose(event, 5)
+        .get_epsilon(1e-5),
+        cls().compose(event, 5).get_epsilon(1e-5))
+
+
+class AccountantContractTest(parameterized.TestCase):
+
+  @parameterized.parameters('pld', 'sound', 'paper')
+  def test_no_op_and_empty_accountant(self, mode):
+    accountant = accounting.DpRecAccountant(accounting=mode)
+    self.assertEqual(accountant.get_epsilon(1e-5), 0.0)
+    accountant.compose(dp_accounting.NoOpDpEvent())
+    self.assertEqual(accountant.get_epsilon(1e-5), 0.0)
+
+  def test_zero_rounds_release_nothing(self):
+    common = dict(population=100, clients_per_round=10, rounds=0,
+                  delta=1e-5)
+    self.assertEqual(accounting.dp_rec_epsilon(
+        clip_ratio=1.0, bits=7, num_groups=2, **common), 0.0)
+    self.assertEqual(accounting.dp_rec_local_epsilon(
+        clip_ratio=1.0, bits=7, num_groups=2, rounds=0, delta=1e-5), 0.0)
+    self.assertEqual(accounting.dp_fedavg_epsilon(
+        noise_multiplier=1.0, **common), 0.0)
+    # Arguments are still checked, and calibration needs rounds.
+    with self.assertRaisesRegex(ValueError, 'clip_ratio'):
+      accounting.dp_rec_epsilon(clip_ratio=-1.0, bits=7, num_groups=2,
+                                **common)
+    with self.assertRaisesRegex(ValueError, 'rounds'):
+      accounting.calibrate_clip_ratio(target_epsilon=1.0, bits=7,
+                                      num_groups=2, **common)
+
+  @parameterized.parameters('pld', 'sound', 'paper')
+  def test_non_private(self, mode):
+    accountant = accounting.DpRecAccountant(accounting=mode)
+    accountant.compose(dp_accounting.NonPrivateDpEvent())
+    self.assertEqual(accountant.get_epsilon(1e-5), math.inf)
+
+  @parameterized.named_parameters(
+      ('gaussian', dp_accounting.GaussianDpEvent(1.0)),
+      ('poisson_gaussian', dp_accounting.PoissonSampledDpEvent(
+          0.1, dp_accounting.GaussianDpEvent(1.0))),
+      ('unsupported', dp_accounting.UnsupportedDpEvent()),
+      ('composed_bad', dp_accounting.ComposedDpEvent(
+          [accounting.DpRecEvent(1.0, 8),
+           dp_accounting.LaplaceDpEvent(1.0)])),
+  )
+  def test_unsupported_events(self, event):
+    accountant = accounting.DpRecAccountant()
+    self.assertFalse(accountant.supports(event))
+    with self.assertRaises(dp_accounting.UnsupportedEventError):
+      accountant.compose(event)
+    self.assertEqual(accountant.get_epsilon(1e-5), 0.0)
+
+  def test_supports_does_not_compose(self):
+    accountant = accounting.DpRecAccountant()
+    event = accounting.dp_rec_round_event(clip_ratio=1.0, bits=8,
+                                          num_groups=5, population=100,
+                                          clients_per_round=5)
+    self.assertTrue(accountant.supports(event))
+    self.assertEqual(accountant.get_epsilon(1e-5), 0.0)
+
+  @parameterized.parameters('pld', 'sound', 'paper')
+  def test_composition_equals_self_composition(self, mode):
+    event = accounting.dp_rec_round_event(clip_ratio=1.0, total_bits=40,
+                                          population=100, clients_per_round=5)
+    a = accounting.DpRecAccountant(accounting=mode)
+    for _ in range(4):
+      a.compose(event)
+    b = accounting.DpRecAccountant(accounting=mode)
+    b.compose(dp_accounting.SelfComposedDpEvent(event, 4))
+    self.assertAlmostEqual(a.get_epsilon(1e-5), b.get_epsilon(1e-5), places=9)
+
+  @parameterized.named_parameters(
+      ('negative_c', -1.0, 8, ValueError),
+      ('nan_c', float('nan'), 8, ValueError),
+      ('bool_bits', 1.0, True, TypeError),
+      ('zero_bits', 1.0, 0, ValueError),
+      ('float_bits', 1.0, 8.0, TypeError),
+  )
+  def test_bad_event(self, c, bits, error):
+    with self.assertRaises(error):
+      accounting.DpRecEvent(c, bits)
+
+  def test_bad_accountant_arguments(self):
+    with self.assertRaisesRegex(ValueError, 'accounting'):
+      accounting.DpRecAccountant(accounting='exact')
+    with self.assertRaisesRegex(ValueError, 'neighboring_relation'):
+      accounting.DpRecAccountant(
+          neighboring_relation=dp_accounting.NeighboringRelation.REPLACE_ONE)
+
+  @parameterized.named_parameters(
+      ('delta_zero', dict(delta=0.0), ValueError, 'delta'),
+      ('delta_one', dict(delta=1.0), ValueError, 'delta'),
+      ('rounds_negative', dict(rounds=-1), ValueError, 'rounds'),
+      ('rounds_float', dict(rounds=1.5), TypeError, 'rounds'),
+      ('population_zero', dict(population=0), ValueError, 'population'),
+      ('too_many_clients', dict(clients_per_round=200), ValueError,
+       'clients_per_round'),
+  )
+  def test_bad_epsilon_arguments(self, override, error, name):
+    kwargs = dict(clip_ratio=1.0, population=100, clients_per_round=10,
+                  rounds=10, delta=1e-5, bits=8, num_groups=8)
+    kwargs.update(override)
+    with self.assertRaisesRegex(error, name):
+      accounting.dp_rec_epsilon(**kwargs)
+
+
+class MonotonicityTest(parameterized.TestCase):
+
+  _BASE = dict(clip_ratio=1.0, population=1000, clients_per_round=10,
+               rounds=100, delta=1e-5, bits=8, num_groups=4)
+
+  @parameterized.named_parameters(
+      ('clip_ratio', 'clip_ratio', 1.2, +1),
+      ('population', 'population', 2000, -1),
+      ('clients_per_round', 'clients_per_round', 20, +1),
+      ('rounds', 'rounds', 200, +1),
+      ('delta', 'delta', 1e-4, -1),
+  )
+  def test_monotone(self, name, value, direction):
+    base = accounting.dp_rec_epsilon(**self._BASE)
+    changed = accounting.dp_rec_epsilon(**{**self._BASE, name: value})
+    self.assertEqual(np.sign(changed - base), direction)
+
+
+if __name__ == '__main__':
+  import absl.testing.absltest  # pylint: disable=g-import-not-at-top
+  absl.testing.absltest.main()

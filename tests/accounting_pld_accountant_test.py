@@ -1,0 +1,157 @@
+"""Tests for tff_dprec.accounting.pld_accountant: the default accounting."""
+
+import math
+
+from absl.testing import parameterized
+import dp_accounting
+
+from tff_dprec import accounting
+from tff_dprec.accounting import message_profile
+
+
+class PldDefaultTest(parameterized.TestCase):
+  """The default accounting (PLD, docs/PRIVACY.md Section 9)."""
+
+  @parameterized.parameters(
+      (4000, 40, 10, 4, 1, 0.886), (4000, 40, 10, 4, 1, 1.3),
+      (342477, 60, 1500, 7, 6, 1.1), (100, 10, 1000, 7, 10, 0.545),
+      (3500, 100, 200, 7, 1, 0.77), (660, 66, 20, 2, 3, 2.0))
+  def test_never_above_rdp(self, n, b, t, bits, groups, c):
+    kwargs = dict(clip_ratio=c, population=n, clients_per_round=b, rounds=t,
+                  delta=n**-1.1, bits=bits, num_groups=groups)
+    pld = accounting.dp_rec_epsilon(**kwargs)
+    rdp = accounting.dp_rec_epsilon(accounting='rdp', **kwargs)
+    # min(PLD, RDP) by construction; what this checks is that the default
+    # does take the minimum and that 'sound' is 'rdp'.
+    self.assertLessEqual(pld, rdp)
+    self.assertEqual(accounting.dp_rec_epsilon(accounting='sound', **kwargs),
+                     rdp)
+
+  @parameterized.parameters(
+      # (N, B, T, bits, groups, c, the largest PLD / RDP ratio expected):
+      # few draws (the main job) or tiny q (SO-LR) are where the PLD gains.
+      (4000, 40, 10, 4, 1, 0.886, 0.5), (342477, 60, 1500, 7, 6, 1.1, 0.5))
+  def test_pld_alone_beats_rdp(self, n, b, t, bits, groups, c, ratio):
+    delta = n**-1.1
+    _, draw = message_profile.draw_pld(q=1 / n, clip_ratio=c, bits=bits,
+                                       num_groups=groups)
+    pld_alone = draw.self_compose(b * t).get_epsilon_for_delta(delta)
+    rdp = accounting.dp_rec_epsilon(
+        clip_ratio=c, population=n, clients_per_round=b, rounds=t,
+        delta=delta, bits=bits, num_groups=groups, accounting='rdp')
+    self.assertLess(pld_alone, ratio * rdp)
+    self.assertEqual(accounting.dp_rec_epsilon(
+        clip_ratio=c, population=n, clients_per_round=b, rounds=t,
+        delta=delta, bits=bits, num_groups=groups), pld_alone)
+
+  def test_main_job_gains(self):
+    # The main job (N = 4000, B = 40, T = 10, one group of 4 bits): the
+    # PLD calibrates c well above the RDP's 0.886.
+    kwargs = dict(population=4000, clients_per_round=40, rounds=10,
+                  delta=4000**-1.1, bits=4, num_groups=1)
+    c = accounting.calibrate_clip_ratio(target_epsilon=1.0, tol=1e-4,
+                                        **kwargs)
+    self.assertGreater(c, 1.0)
+    self.assertLessEqual(accounting.dp_rec_epsilon(clip_ratio=c, **kwargs),
+                         1.0)
+    self.assertGreater(
+        accounting.dp_rec_epsilon(clip_ratio=c * 1.01, **kwargs), 1.0)
+    # Epsilon grows with the rounds; round 1 costs a fraction of the total.
+    by_round = [accounting.dp_rec_epsilon(clip_ratio=c, **{**kwargs,
+                                                           'rounds': r})
+                for r in (1, 2, 5, 10)]
+    self.assertEqual(by_round, sorted(by_round))
+    self.assertLess(by_round[0], 0.6)
+
+  def test_gaussian_proxy_is_a_lower_reference(self):
+    # With 2^20 candidates the release is close to the Gaussian mechanism at
+    # sensitivity 2c; a bound below that Gaussian's exact PLD epsilon would
+    # be wrong.
+    kwargs = dict(population=1000, rounds=100, delta=1000**-1.1)
+    eps = accounting.dp_rec_epsilon(clip_ratio=0.5, bits=20, num_groups=1,
+                                    clients_per_round=10, **kwargs)
+    gauss_2c = accounting.dp_fedavg_epsilon(
+        noise_multiplier=1.0, clients_per_round=1,
+        **{**kwargs, 'rounds': 1000})
+    self.assertGreater(eps, 0.99 * gauss_2c)
+
+  def test_amplified_needs_another_client(self):
+    with self.assertRaisesRegex(ValueError, 'population=1'):
+      accounting.dp_rec_epsilon(clip_ratio=1.0, population=1,
+                                clients_per_round=1, rounds=1, delta=1e-5,
+                                bits=4, num_groups=1)
+    event = dp_accounting.PoissonSampledDpEvent(
+        1.0, accounting.DpRecEvent(1.0, 4, 1))
+    self.assertFalse(accounting.DpRecAccountant().supports(event))
+    # The Renyi accountings keep accepting q = 1 (the local pair).
+    rdp = accounting.DpRecAccountant(accounting='rdp')
+    self.assertTrue(rdp.supports(event))
+    rdp.compose(event)
+    self.assertGreater(rdp.get_epsilon(1e-5), 0.0)
+
+  @parameterized.parameters('pld', 'rdp')
+  def test_sampling_probability_zero_releases_nothing(self, mode):
+    accountant = accounting.DpRecAccountant(accounting=mode)
+    event = dp_accounting.PoissonSampledDpEvent(
+        0.0, accounting.DpRecEvent(1.0, 4, 1))
+    self.assertTrue(accountant.supports(event))
+    accountant.compose(event, 10)
+    self.assertEqual(accountant.get_epsilon(1e-5), 0.0)
+
+  def test_non_private_in_pld_mode(self):
+    accountant = accounting.DpRecAccountant()
+    accountant.compose(accounting.dp_rec_round_event(
+        clip_ratio=1.0, population=4000, clients_per_round=40, bits=4,
+        num_groups=1))
+    self.assertLess(accountant.get_epsilon(1e-5), 1.0)
+    accountant.compose(dp_accounting.NonPrivateDpEvent())
+    self.assertEqual(accountant.get_epsilon(1e-5), math.inf)
+
+  def test_draws_on_different_grids_compose(self):
+    # A local release (q = 1) needs a coarser loss grid than amplified
+    # draws; the accountant rebuilds both on the coarser one, so the PLD
+    # still counts (its epsilon stays below the Renyi one).
+    kwargs = dict(population=4000, clients_per_round=40, bits=4,
+                  num_groups=1, clip_ratio=1.0)
+    amplified = accounting.DpRecAccountant()
+    amplified.compose(accounting.dp_rec_round_event(**kwargs), 10)
+    both = accounting.DpRecAccountant()
+    both.compose(accounting.dp_rec_round_event(**kwargs), 10)
+    both.compose(accounting.DpRecEvent(0.5, 4, 1))
+    rdp = accounting.DpRecAccountant(accounting='rdp')
+    rdp.compose(accounting.dp_rec_round_event(**kwargs), 10)
+    rdp.compose(accounting.DpRecEvent(0.5, 4, 1))
+    # Precondition: the two kinds of draw have different loss grids.
+    self.assertNotEqual(
+        message_profile.draw_pld(q=1.0, clip_ratio=0.5, bits=4,
+                                 num_groups=1)[0],
+        message_profile.draw_pld(q=1 / 4000, clip_ratio=1.0, bits=4,
+                                 num_groups=1)[0])
+    delta = 4000**-1.1
+    eps_both, order = both.get_epsilon_and_optimal_order(delta)
+    self.assertIsNone(order)  # The PLD's.
+    self.assertGreater(eps_both, amplified.get_epsilon(delta))
+    self.assertLess(eps_both, rdp.get_epsilon(delta))
+
+  def test_compose_checks_before_changing_state(self):
+    accountant = accounting.DpRecAccountant()
+    with self.assertRaisesRegex(ValueError, 'bits'):
+      accountant.compose(dp_accounting.PoissonSampledDpEvent(
+          0.01, accounting.DpRecEvent(1.0, 100, 1)))
+    self.assertEqual(accountant.get_epsilon(1e-5), 0.0)
+
+  def test_local_never_above_rdp(self):
+    for c in (0.5, 1.0, 2.0):
+      kwargs = dict(clip_ratio=c, delta=1e-5, bits=4, num_groups=1, rounds=3)
+      self.assertLessEqual(
+          accounting.dp_rec_local_epsilon(**kwargs),
+          accounting.dp_rec_local_epsilon(accounting='rdp', **kwargs))
+
+  def test_bad_discretization(self):
+    with self.assertRaisesRegex(ValueError, 'discretization'):
+      accounting.DpRecAccountant(discretization=0.0)
+
+
+if __name__ == '__main__':
+  import absl.testing.absltest  # pylint: disable=g-import-not-at-top
+  absl.testing.absltest.main()

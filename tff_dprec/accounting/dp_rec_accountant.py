@@ -1,0 +1,133 @@
+"""`DpRecAccountant` chooses DP-REC's accountant by name; DP-REC's epsilons.
+
+`DpRecAccountant(accounting=...)` returns the accountant of that accounting
+(`accountings`): `'pld'` (the default, `pld_accountant`), `'rdp'` (alias
+`'sound'`, `rdp_accountant`) or `'paper'` (`paper_accountant`).
+`dp_rec_epsilon` is the epsilon of a training run (T rounds of B draws with
+q = 1/N), `dp_rec_local_epsilon` that of a known participant.
+Derivations and what is assumed: docs/PRIVACY.md.
+"""
+
+from typing import Optional, Sequence
+
+import dp_accounting
+
+from tff_dprec import validation
+from tff_dprec.accounting import accountings
+from tff_dprec.accounting import base_accountant
+from tff_dprec.accounting import events
+from tff_dprec.accounting import message_profile
+from tff_dprec.accounting import paper_accountant
+from tff_dprec.accounting import pld_accountant
+from tff_dprec.accounting import rdp_accountant
+
+_NeighborRel = dp_accounting.NeighboringRelation
+
+
+def DpRecAccountant(  # pylint: disable=invalid-name
+    orders: Optional[Sequence[float]] = None,
+    accounting: str = accountings.DEFAULT_ACCOUNTING,
+    reverse_divergence: str = paper_accountant.REVERSE_FORWARD_BOUND,
+    neighboring_relation: _NeighborRel = _NeighborRel.ADD_OR_REMOVE_ONE,
+    discretization: float = message_profile.DEFAULT_DISCRETIZATION
+) -> base_accountant.DpRecAccountantBase:
+  """The DP-REC accountant of `accounting`, a `dp_accounting.PrivacyAccountant`.
+
+  Args:
+    orders: Renyi orders. `'pld'` and `'rdp'`: integers >= 2 (default
+      `SOUND_ORDERS`); `'paper'`: values > 1 (default `PAPER_ORDERS`).
+    accounting: `'pld'` (default): `DpRecPldAccountant`; `'rdp'` (or its
+      alias `'sound'`): `DpRecRdpAccountant`; `'paper'`:
+      `DpRecPaperAccountant`.
+    reverse_divergence: `'paper'` only: how D(p || mix) is bounded,
+      `'forward_bound'` (the paper's) or `'numerical'` (quadrature).
+    neighboring_relation: Must be `ADD_OR_REMOVE_ONE`.
+    discretization: `'pld'`: the loss grid of one draw's PLD (checked for
+      every accounting).
+
+  Raises:
+    ValueError: For invalid arguments.
+  """
+  validation.check_choice(accounting, 'accounting', accountings.ACCOUNTINGS)
+  validation.check_choice(reverse_divergence, 'reverse_divergence',
+                          (paper_accountant.REVERSE_FORWARD_BOUND,
+                           paper_accountant.REVERSE_NUMERICAL))
+  validation.check_positive_number(discretization, 'discretization')
+  accounting = accountings.canonical(accounting)
+  if accounting == accountings.PAPER:
+    return paper_accountant.DpRecPaperAccountant(
+        orders, reverse_divergence, neighboring_relation)
+  if reverse_divergence != paper_accountant.REVERSE_FORWARD_BOUND:
+    raise ValueError(
+        "reverse_divergence applies to accounting='paper' only, found "
+        f'reverse_divergence={reverse_divergence!r}.')
+  if accounting == accountings.PLD:
+    return pld_accountant.DpRecPldAccountant(orders, neighboring_relation,
+                                             discretization)
+  return rdp_accountant.DpRecRdpAccountant(orders, neighboring_relation)
+
+
+def dp_rec_epsilon(*, clip_ratio: float, population: int,
+                   clients_per_round: int, rounds: int, delta: float,
+                   bits: Optional[int] = None,
+                   num_groups: Optional[int] = None,
+                   total_bits: Optional[int] = None,
+                   accounting: str = accountings.DEFAULT_ACCOUNTING,
+                   reverse_divergence: str = (
+                       paper_accountant.REVERSE_FORWARD_BOUND)) -> float:
+  """Epsilon of DP-REC after `rounds` rounds (T*B draws with q = 1/N).
+
+  Args:
+    clip_ratio: c = l2_clip / noise_stddev, >= 0.
+    population: N, the number of clients in the federation.
+    clients_per_round: B, drawn with replacement.
+    rounds: T (0 gives epsilon 0).
+    delta: Target delta in (0, 1).
+    bits: Index bits per group.
+    num_groups: Groups per message.
+    total_bits: Paper mode only: the message's index bits as one index.
+    accounting: `'pld'` (default), `'rdp'` (alias `'sound'`) or `'paper'`.
+    reverse_divergence: Paper mode only, see `DpRecAccountant`.
+
+  Raises:
+    ValueError, TypeError: For invalid arguments.
+    OverheadExceedsDeltaError: Paper mode, delta at or below the overhead.
+  """
+  validation.check_nonnegative_int(rounds, 'rounds')
+  validation.check_probability(delta, 'delta')
+  q = events.draw_rate(population, clients_per_round)
+  bits, num_groups = events.resolve_bits(accounting, bits, num_groups,
+                                         total_bits)
+  accountant = DpRecAccountant(accounting=accounting,
+                               reverse_divergence=reverse_divergence)
+  event = dp_accounting.SelfComposedDpEvent(
+      dp_accounting.PoissonSampledDpEvent(
+          q, events.DpRecEvent(clip_ratio, bits, num_groups)),
+      clients_per_round)
+  if rounds == 0:
+    return 0.0  # Nothing released.
+  accountant.compose(event, rounds)
+  return accountant.get_epsilon(delta)
+
+
+def dp_rec_local_epsilon(*, clip_ratio: float, delta: float,
+                         bits: Optional[int] = None,
+                         num_groups: Optional[int] = None,
+                         total_bits: Optional[int] = None, rounds: int = 1,
+                         accounting: str = accountings.DEFAULT_ACCOUNTING
+                         ) -> float:
+  """Epsilon of `rounds` releases of one client, without amplification.
+
+  Add/remove: a client's message against a message that encodes nothing;
+  see docs/PRIVACY.md for substitution.
+  """
+  validation.check_nonnegative_int(rounds, 'rounds')
+  validation.check_probability(delta, 'delta')
+  bits, num_groups = events.resolve_bits(accounting, bits, num_groups,
+                                         total_bits)
+  accountant = DpRecAccountant(accounting=accounting)
+  event = events.DpRecEvent(clip_ratio, bits, num_groups)
+  if rounds == 0:
+    return 0.0  # Nothing released.
+  accountant.compose(event, rounds)
+  return accountant.get_epsilon(delta)

@@ -1,0 +1,93 @@
+"""`DpRecRdpAccountant`: Renyi DP of what a DP-REC client releases.
+
+`accounting='rdp'` (alias `'sound'`); docs/PRIVACY.md, Sections 2-3. The
+seed and its M indices, for add/remove-one-client neighbours:
+
+* one message: eps(a) = max over the two directions of the worst case,
+  over splits sum_g c_g^2 <= c^2, of the per-group divergences summed over
+  groups (`channel.message_rdp`: exact reverse divergence, upper bounds on
+  the forward one);
+* one client draw with probability q (Algorithm 7: q = 1/N per draw, B
+  draws per round): a draw that misses the target holds another client's
+  message, so the base RDP is the substitution bound
+  `channel.substitution_rdp`, amplified by the general Poisson subsampling
+  bound of Zhu and Wang (ICML 2019, Theorem 6): `rdp_bounds.sound_rdp`;
+* composition over draws and rounds by adding RDP; conversion to
+  (epsilon, delta) with dp_accounting's conversion (Canonne, Kamath,
+  Steinke 2020, Prop. 12), valid for any pair of distributions.
+
+The amplified epsilon protects against observers who do not know who was
+sampled; against the server, a participation costs the local epsilon
+(`dp_rec_local_epsilon`). No delta overhead.
+"""
+
+from typing import Optional, Sequence
+
+import dp_accounting
+from dp_accounting.rdp import rdp_privacy_accountant
+import numpy as np
+
+from tff_dprec import validation
+from tff_dprec.accounting import accountings
+from tff_dprec.accounting import base_accountant
+from tff_dprec.accounting import channel
+from tff_dprec.accounting import rdp_bounds
+
+_NeighborRel = dp_accounting.NeighboringRelation
+
+
+class DpRecRdpAccountant(base_accountant.DpRecAccountantBase):
+  """Renyi DP accountant for DP-REC (`accounting='rdp'`).
+
+  Events as `DpRecAccountantBase`; each draw adds `rdp_bounds.sound_rdp`
+  to the RDP vector over `orders`.
+  """
+
+  accounting = accountings.RDP
+
+  def __init__(self,
+               orders: Optional[Sequence[int]] = None,
+               neighboring_relation: _NeighborRel = _NeighborRel
+               .ADD_OR_REMOVE_ONE):
+    """Initializes the accountant.
+
+    Args:
+      orders: Renyi orders, integers >= 2 (default
+        `rdp_bounds.SOUND_ORDERS`).
+      neighboring_relation: Must be `ADD_OR_REMOVE_ONE`.
+
+    Raises:
+      ValueError: For invalid arguments.
+    """
+    super().__init__(neighboring_relation)
+    self._orders = channel.check_orders(
+        rdp_bounds.SOUND_ORDERS if orders is None else orders)
+    self._rdp = np.zeros(len(self._orders))
+
+  @property
+  def rdp(self) -> np.ndarray:
+    """The composed RDP, one value per order."""
+    return np.copy(self._rdp)
+
+  def _release_rdp(self, q, event):
+    return rdp_bounds.sound_rdp(q, event.clip_ratio, event.bits,
+                                event.num_groups, self._orders)
+
+  def _compose_release(self, q, event, count):
+    self._rdp += count * self._release_rdp(q, event)
+
+  def _compose_non_private(self):
+    self._rdp += np.inf
+
+  def get_epsilon_and_optimal_order(self, target_delta: float):
+    """Returns (epsilon, optimal order) at `target_delta`.
+
+    Raises:
+      ValueError: If target_delta is not in (0, 1).
+    """
+    validation.check_probability(target_delta, 'target_delta')
+    if not np.any(self._rdp):
+      return 0.0, float(self._orders[0])
+    eps, order = rdp_privacy_accountant.compute_epsilon(
+        self._orders.astype(np.float64), self._rdp, target_delta)
+    return float(eps), float(order)
