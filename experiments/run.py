@@ -195,7 +195,7 @@ def main(argv):
   worker_reaper.install()
   from experiments.runner import checkpoints  # pylint: disable=g-import-not-at-top
   from experiments.runner import ledger  # pylint: disable=g-import-not-at-top
-  from experiments.runner import plans  # pylint: disable=g-import-not-at-top
+  from experiments.runner import registry  # pylint: disable=g-import-not-at-top
   from experiments.data import tasks  # pylint: disable=g-import-not-at-top
   from experiments.runner import jobs  # pylint: disable=g-import-not-at-top
   from experiments.runner import training  # pylint: disable=g-import-not-at-top
@@ -207,7 +207,7 @@ def main(argv):
   except (tasks.MissingDataError,
           checkpoints.CheckpointConfigMismatchError,
           ledger.PrivacyLedgerError, ledger.LedgerConfigMismatchError,
-          training.OutputDirError, plans.OverBudgetError,
+          training.OutputDirError, registry.OverBudgetError,
           jobs.JobError) as e:
     worker_reaper.reap()
     _fail(e)

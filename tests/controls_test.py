@@ -7,7 +7,7 @@ import tensorflow_federated as tff
 from experiments.data import stackoverflow_data
 from experiments.data import tasks
 from experiments.runner import config as config_lib
-from experiments.runner import plans
+from experiments.runner import registry
 from experiments.runner import training
 
 _SETTING = dict(value_type=tff.to_type([tff.TensorType(np.float32, [3])]),
@@ -20,8 +20,8 @@ class ControlPlanTest(tf.test.TestCase):
 
   def test_controls_take_the_methods_clip_and_sampling(self):
     for base in ('dp_rec', 'dp_fedavg', 'ddgauss16'):
-      method = plans.plan(base, **_SETTING)
-      control = plans.plan(base + plans.NO_NOISE_SUFFIX, **_SETTING)
+      method = registry.build(base, **_SETTING)
+      control = registry.build(base + registry.NO_NOISE_SUFFIX, **_SETTING)
       self.assertEqual(control.params['l2_clip'], method.params['l2_clip'])
       self.assertEqual(control.sampling, method.sampling)
       self.assertFalse(control.private)
@@ -29,13 +29,13 @@ class ControlPlanTest(tf.test.TestCase):
       self.assertEqual(control.control_of, base)
       self.assertIsNone(control.epsilon_after)
     # DP-REC's clip is c * sigma, with its calibrated c.
-    dp_rec = plans.plan('dp_rec', **_SETTING)
+    dp_rec = registry.build('dp_rec', **_SETTING)
     self.assertAllClose(
-        plans.plan('dp_rec_no_noise', **_SETTING).params['l2_clip'],
+        registry.build('dp_rec_no_noise', **_SETTING).params['l2_clip'],
         dp_rec.params['clip_ratio'] * _SETTING['noise_stddev'])
 
   def test_control_averages_clipped_updates_exactly(self):
-    control = plans.plan('dp_fedavg_no_noise', **_SETTING)
+    control = registry.build('dp_fedavg_no_noise', **_SETTING)
     process = control.factory.create(_SETTING['value_type'])
     values = [[np.array([3.0, 4.0, 0.0], np.float32)],  # norm 5: clipped
               [np.array([0.1, 0.0, 0.2], np.float32)]]  # within the clip
@@ -59,7 +59,7 @@ class ControlPlanTest(tf.test.TestCase):
       config = config_lib.RunConfig(
           task='stackoverflow_lr', aggregators=(name,), bits=4, rounds=2,
           clients_per_round=4, target_epsilon=8.0).resolved(task)
-      plan = training.plan_for(task, config, name, record_messages=False)
+      plan = training.calibrated_aggregator(task, config, name, record_messages=False)
       lines = []
       built = training._build_aggregator(task, config, plan, None,  # pylint: disable=protected-access
                                          lines.append)
@@ -75,17 +75,17 @@ class ControlPlanTest(tf.test.TestCase):
       asked.append(bits)
       return 3.0 - 0.2 * bits
 
-    bits, c, met = plans.auto_bits(calibrate_c)
+    bits, c, met = registry.auto_bits(calibrate_c)
     self.assertTrue(met)
-    margin = plans.REC_MARGIN_NATS
+    margin = registry.REC_MARGIN_NATS
     self.assertGreaterEqual(bits * np.log(2), c * c / 2 + margin)
     smaller = bits - 1
     self.assertLess(smaller * np.log(2),
                     calibrate_c(smaller) ** 2 / 2 + margin)
     self.assertEqual(asked[0], int(np.ceil(margin / np.log(2))))
     # Capped: a c too large for any allowed bits gets the cap, flagged.
-    self.assertEqual(plans.auto_bits(lambda b: 10.0),
-                     (plans.MAX_AUTO_BITS, 10.0, False))
+    self.assertEqual(registry.auto_bits(lambda b: 10.0),
+                     (registry.MAX_AUTO_BITS, 10.0, False))
 
     # Bit widths the calibration refuses are skipped; all refused: raised.
     def refuses_few_bits(bits):
@@ -93,36 +93,36 @@ class ControlPlanTest(tf.test.TestCase):
         raise ValueError(f'unreachable at {bits} bits')
       return 1.0
 
-    self.assertEqual(plans.auto_bits(refuses_few_bits), (6, 1.0, True))
+    self.assertEqual(registry.auto_bits(refuses_few_bits), (6, 1.0, True))
     with self.assertRaisesRegex(
-        ValueError, f'unreachable at {plans.MAX_AUTO_BITS - 10} bits'):
-      plans.auto_bits(lambda b: refuses_few_bits(b - 10))
+        ValueError, f'unreachable at {registry.MAX_AUTO_BITS - 10} bits'):
+      registry.auto_bits(lambda b: refuses_few_bits(b - 10))
 
   def test_fixed_clip_ratio_takes_its_bits_from_it(self):
-    plan = plans.plan('dp_rec', **dict(_SETTING, bits=None, clip_ratio=0.5,
+    plan = registry.build('dp_rec', **dict(_SETTING, bits=None, clip_ratio=0.5,
                                        target_epsilon=50.0))
     # c = 0.5: 0.125 + 2 nats: 3 bits (2.08 nats) fall short, 4 suffice.
     self.assertEqual(plan.params['bits'], 4)
     self.assertTrue(plan.params['bits_from_c'])
     self.assertEqual(
-        plans.plan('rec', **dict(_SETTING, bits=None)).params['bits'],
-        plans.PAPER_BITS)
+        registry.build('rec', **dict(_SETTING, bits=None)).params['bits'],
+        registry.PAPER_BITS)
 
   def test_dp_rec_plan_picks_bits_from_c(self):
-    plan = plans.plan('dp_rec', **dict(_SETTING, bits=None))
+    plan = registry.build('dp_rec', **dict(_SETTING, bits=None))
     c, bits = plan.params['clip_ratio'], plan.params['bits']
     self.assertTrue(plan.params['bits_from_c'])
     self.assertGreaterEqual(bits * np.log(2),
-                            c * c / 2 + plans.REC_MARGIN_NATS)
+                            c * c / 2 + registry.REC_MARGIN_NATS)
     self.assertEqual(plan.upload_bits_per_client,
-                     plans.plan('dp_rec', **dict(_SETTING, bits=bits))
+                     registry.build('dp_rec', **dict(_SETTING, bits=bits))
                      .upload_bits_per_client)
 
   def test_registry_and_errors(self):
-    for base in plans.private_names():
-      self.assertIn(base + plans.NO_NOISE_SUFFIX, plans.names())
-      self.assertEqual(plans.control_of(base + plans.NO_NOISE_SUFFIX), base)
-    self.assertIsNone(plans.control_of('dp_rec'))
+    for base in registry.private_names():
+      self.assertIn(base + registry.NO_NOISE_SUFFIX, registry.names())
+      self.assertEqual(registry.control_of(base + registry.NO_NOISE_SUFFIX), base)
+    self.assertIsNone(registry.control_of('dp_rec'))
     with self.assertRaisesRegex(ValueError, "unknown 'dp_rec_no_nois'"):
       config_lib.RunConfig(task='stackoverflow_lr',
                            aggregators=('dp_rec_no_nois',))

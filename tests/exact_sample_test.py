@@ -1,4 +1,4 @@
-"""DP-REC's exact-sample control (`plans.EXACT_SAMPLE`)."""
+"""DP-REC's exact-sample control (`registry.EXACT_SAMPLE`)."""
 
 import math
 
@@ -7,7 +7,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from experiments.runner import config as config_lib
-from experiments.runner import plans
+from experiments.runner import registry
 from experiments.runner import sampling
 
 _DIM = 4000
@@ -20,7 +20,7 @@ _SETTING = dict(value_type=tff.to_type([tff.TensorType(np.float32, [_DIM])]),
 class ExactSampleTest(tf.test.TestCase):
 
   def test_sigma_c_and_b_map_to_dp_fedavgs_z_and_clip(self):
-    params = plans.exact_sample_parameters(0.545, 0.005, 10)
+    params = registry.exact_sample_parameters(0.545, 0.005, 10)
     self.assertAllClose(params['noise_multiplier'], math.sqrt(10) / 0.545)
     self.assertAllClose(params['l2_clip'], 0.545 * 0.005)
     # The noise on the mean, z * clip / B, is sigma / sqrt(B).
@@ -33,13 +33,13 @@ class ExactSampleTest(tf.test.TestCase):
                        ((0.5, 0.1, 0), 'clients_per_round'),
                        ((math.inf, 0.1, 10), 'clip_ratio')):
       with self.assertRaisesRegex(ValueError, name):
-        plans.exact_sample_parameters(*args)
+        registry.exact_sample_parameters(*args)
 
   def test_plan_takes_dp_recs_c_sigma_and_sampling(self):
     for extra in ({}, {'clip_ratio': 0.5}):  # Calibrated c, then fixed c.
       setting = dict(_SETTING, l2_clip=1.0, **extra)
-      rec = plans.plan('dp_rec', **setting)
-      control = plans.plan(plans.EXACT_SAMPLE, **setting)
+      rec = registry.build('dp_rec', **setting)
+      control = registry.build(registry.EXACT_SAMPLE, **setting)
       c = rec.params['clip_ratio']
       if extra:
         self.assertEqual(c, 0.5)
@@ -48,7 +48,7 @@ class ExactSampleTest(tf.test.TestCase):
       self.assertAllClose(control.params['noise_multiplier'],
                           math.sqrt(10) / c)
       self.assertEqual(control.sampling, rec.sampling)
-      self.assertEqual(control.sampling, plans.WITH_REPLACEMENT)
+      self.assertEqual(control.sampling, registry.WITH_REPLACEMENT)
       self.assertFalse(control.private)  # Not DP-REC's privacy: a control.
       self.assertIsNone(control.epsilon_after)
       self.assertEqual(control.control_of, 'dp_rec')
@@ -57,8 +57,8 @@ class ExactSampleTest(tf.test.TestCase):
   def test_its_clients_are_drawn_as_dp_recs_are(self):
     ids = np.arange(100)
     draws = [sampling.sample_clients(np.random.default_rng(7), ids, 10,
-                                     plans.get(name).sampling)
-             for name in ('dp_rec', plans.EXACT_SAMPLE)]
+                                     registry.get(name).sampling)
+             for name in ('dp_rec', registry.EXACT_SAMPLE)]
     self.assertAllEqual(draws[0], draws[1])
     self.assertLen(draws[0], 10)
 
@@ -66,7 +66,7 @@ class ExactSampleTest(tf.test.TestCase):
     """The mean of B exact samples of N(clip(u), sigma^2 I) has mean
     clip-mean(u) and variance sigma^2 / B in every coordinate."""
     setting = dict(_SETTING, l2_clip=1.0, clip_ratio=0.5)
-    control = plans.plan(plans.EXACT_SAMPLE, **setting)
+    control = registry.build(registry.EXACT_SAMPLE, **setting)
     clip, sigma, b = control.params['l2_clip'], 0.05, 10
     process = control.factory.create(_SETTING['value_type'])
     rng = np.random.default_rng(0)
@@ -85,7 +85,7 @@ class ExactSampleTest(tf.test.TestCase):
 
   def test_clip_ratio_flag_applies_to_the_control(self):
     config = config_lib.RunConfig(task='fashion_mnist',
-                                  aggregators=(plans.EXACT_SAMPLE,),
+                                  aggregators=(registry.EXACT_SAMPLE,),
                                   clip_ratio=0.5)
     self.assertEqual(config.clip_ratio, 0.5)
     with self.assertRaisesRegex(ValueError, 'clip_ratio=0.5 applies to'):

@@ -19,7 +19,7 @@ from experiments.studies import audit
 from experiments.infra import compile_cache
 from experiments.runner import config as config_lib
 from experiments.runner import execution
-from experiments.runner import plans
+from experiments.runner import registry
 from experiments.runner import report
 from experiments.runner import sampling
 from experiments.data import stackoverflow_data
@@ -138,9 +138,9 @@ class ClientSamplingTest(tf.test.TestCase):
   """Each aggregator's sampler is the scheme its accountant assumes."""
 
   def test_each_aggregator_names_its_scheme(self):
-    self.assertEqual(plans.get('dp_rec').sampling, plans.WITH_REPLACEMENT)
-    self.assertEqual(plans.get('dp_fedavg').sampling, plans.POISSON)
-    self.assertEqual(plans.get('ddgauss16').sampling, plans.FIXED_SIZE)
+    self.assertEqual(registry.get('dp_rec').sampling, registry.WITH_REPLACEMENT)
+    self.assertEqual(registry.get('dp_fedavg').sampling, registry.POISSON)
+    self.assertEqual(registry.get('ddgauss16').sampling, registry.FIXED_SIZE)
 
   def test_poisson_includes_each_client_with_probability_b_over_n(self):
     rng = np.random.default_rng(3)
@@ -149,7 +149,7 @@ class ClientSamplingTest(tf.test.TestCase):
     counts = collections.Counter()
     sizes = []
     for _ in range(rounds):
-      sample = sampling.sample_clients(rng, ids, b, plans.POISSON)
+      sample = sampling.sample_clients(rng, ids, b, registry.POISSON)
       self.assertLen(set(sample), len(sample))  # No client twice.
       sizes.append(len(sample))
       counts.update(sample)
@@ -169,10 +169,10 @@ class ClientSamplingTest(tf.test.TestCase):
     rng = np.random.default_rng(4)
     ids = [f'c{i}' for i in range(6)]
     for _ in range(50):
-      fixed = sampling.sample_clients(rng, ids, 6, plans.FIXED_SIZE)
+      fixed = sampling.sample_clients(rng, ids, 6, registry.FIXED_SIZE)
       self.assertCountEqual(fixed, ids)
     repeats = [len(set(sampling.sample_clients(
-        rng, ids, 6, plans.WITH_REPLACEMENT))) < 6 for _ in range(50)]
+        rng, ids, 6, registry.WITH_REPLACEMENT))) < 6 for _ in range(50)]
     self.assertGreater(sum(repeats), 40)  # P(no repeat) = 6!/6^6 = 0.015.
 
   def test_unknown_scheme(self):
@@ -197,7 +197,7 @@ def _check_outputs(test, task_dir, records, rounds, target_epsilon):
   for record in summary:
     test.assertEqual(record['rounds'], rounds)
     test.assertBetween(record['final_metric'], 0.0, 1.0)
-    if record['aggregator'] in plans.private_names():
+    if record['aggregator'] in registry.private_names():
       test.assertLessEqual(record['epsilon'], target_epsilon)
       test.assertGreater(record['epsilon'], 0.0)
     else:
@@ -326,7 +326,7 @@ class MainJobPipelineTest(tf.test.TestCase):
 
 # Every aggregator, and one of the no-noise controls (they share one builder;
 # tests/controls_test.py covers each).
-_SMOKE_AGGREGATORS = [n for n in plans.names() if plans.control_of(n) is None
+_SMOKE_AGGREGATORS = [n for n in registry.names() if registry.control_of(n) is None
                       ] + ['dp_rec_no_noise']
 
 
@@ -450,7 +450,7 @@ class DDGaussAccountingMatchesTffTest(tf.test.TestCase):
     try:
       value_type = tff.to_type([tff.TensorType(np.float32, [30, 10]),
                                 tff.TensorType(np.float32, [10])])
-      plan = plans.plan(
+      plan = registry.build(
           'ddgauss16', value_type=value_type, population=500,
           clients_per_round=5, rounds=20, target_epsilon=4.0, delta=1e-4,
           bits=7, grouping='tensor', noise_stddev=0.1, l2_clip=0.3)
@@ -517,7 +517,7 @@ class PrivacyOfTheTrainingProcessTest(tf.test.TestCase):
     value_type = tff.learning.models.weights_type_from_model(
         task.baseline.model_fn).trainable
     for record_messages in (False, True):
-      plan = plans.plan(
+      plan = registry.build(
           'dp_rec', value_type=value_type, population=task.population,
           clients_per_round=5, rounds=3, target_epsilon=8.0, delta=1e-3,
           bits=7, grouping='tensor', noise_stddev=0.02, l2_clip=0.5,
@@ -531,7 +531,7 @@ class PrivacyOfTheTrainingProcessTest(tf.test.TestCase):
           self.assertTrue(np.issubdtype(dtype, np.integer),
                           msg=str(moved_type))
     # FedAvg (not private) keeps TFF's client metrics: floats move.
-    fedavg = plans.plan(
+    fedavg = registry.build(
         'fedavg', value_type=value_type, population=task.population,
         clients_per_round=5, rounds=3, target_epsilon=8.0, delta=1e-3,
         bits=7, grouping='tensor', noise_stddev=0.02, l2_clip=0.5)
@@ -552,7 +552,7 @@ class PrivacyOfTheTrainingProcessTest(tf.test.TestCase):
         task.baseline.model_fn).trainable
     execution.allow_oversize_protos()
     for name in ('dp_rec', 'dp_fedavg', 'ddgauss16'):
-      plan = plans.plan(
+      plan = registry.build(
           name, value_type=value_type, population=task.population,
           clients_per_round=5, rounds=3, target_epsilon=8.0, delta=1e-3,
           bits=7, grouping='tensor', noise_stddev=0.02, l2_clip=0.5)
@@ -605,39 +605,39 @@ class FixedNoiseMultiplierTest(tf.test.TestCase):
 
   def test_given_noise_is_used_and_its_epsilon_reported(self):
     from tff_dprec import accounting  # pylint: disable=g-import-not-at-top
-    plan = plans.plan('dp_fedavg', target_epsilon=50.0, noise_multiplier=0.9,
+    plan = registry.build('dp_fedavg', target_epsilon=50.0, noise_multiplier=0.9,
                       **self._SETTING)
     self.assertEqual(plan.params['noise_multiplier'], 0.9)
     self.assertEqual(plan.epsilon_after(5), accounting.dp_fedavg_epsilon(
         noise_multiplier=0.9, population=100, clients_per_round=10, rounds=5,
         delta=1e-3))
-    calibrated = plans.plan('dp_fedavg', target_epsilon=50.0,
+    calibrated = registry.build('dp_fedavg', target_epsilon=50.0,
                             **self._SETTING)
     self.assertLess(calibrated.params['noise_multiplier'], 0.9)
 
   def test_noise_above_the_budget_is_refused(self):
-    with self.assertRaisesRegex(plans.OverBudgetError,
+    with self.assertRaisesRegex(registry.OverBudgetError,
                                 r'noise_multiplier=0.5 gives epsilon=.*'
                                 r'above target_epsilon=1.0'):
-      plans.plan('dp_fedavg', target_epsilon=1.0, noise_multiplier=0.5,
+      registry.build('dp_fedavg', target_epsilon=1.0, noise_multiplier=0.5,
                  **self._SETTING)
 
   def test_clip_ratios_outside_the_idealisation_are_warned(self):
-    self.assertIsNone(plans.idealisation_warning(dict(clip_ratio=3.99)))
-    self.assertIsNone(plans.idealisation_warning(dict(noise_multiplier=1)))
-    self.assertRegex(plans.idealisation_warning(dict(clip_ratio=4.0)),
+    self.assertIsNone(registry.idealisation_warning(dict(clip_ratio=3.99)))
+    self.assertIsNone(registry.idealisation_warning(dict(noise_multiplier=1)))
+    self.assertRegex(registry.idealisation_warning(dict(clip_ratio=4.0)),
                      r'WARNING: clip ratio 4.000 >= 4: outside the '
                      r'idealisation .* docs/PRIVACY.md section 7')
 
   def test_given_clip_ratio_is_used_and_checked(self):
-    plan = plans.plan('dp_rec', target_epsilon=50.0, clip_ratio=0.8,
+    plan = registry.build('dp_rec', target_epsilon=50.0, clip_ratio=0.8,
                       **self._SETTING)
     self.assertEqual(plan.params['clip_ratio'], 0.8)
     self.assertAllClose(plan.params['l2_clip'], 0.08)
     self.assertLessEqual(plan.epsilon_after(5), 50.0)
     with self.assertRaisesRegex(ValueError, r'clip_ratio=3.0 gives epsilon='
                                 r'.* above target_epsilon=1.0'):
-      plans.plan('dp_rec', target_epsilon=1.0, clip_ratio=3.0,
+      registry.build('dp_rec', target_epsilon=1.0, clip_ratio=3.0,
                  **self._SETTING)
 
   def test_config_refuses_it_without_dp_fedavg(self):

@@ -84,7 +84,7 @@ class RunFrontierTest(tf.test.TestCase):
     # Validation metric by DP-REC sigma (clip / c with c = 2 at B = 80).
     validation = {0.05: 0.1, 0.1: 0.3, 0.2: math.nan}
 
-    def plan_for(task_, config, name, record_messages):
+    def calibrated_aggregator(task_, config, name, record_messages):
       del task_, record_messages
       assert name == 'dp_rec'
       return types.SimpleNamespace(params=dict(
@@ -115,7 +115,7 @@ class RunFrontierTest(tf.test.TestCase):
     grids = frontier.parse_grids('dp_rec@80: clip=0.1,0.2,0.4', points)
     printed = []
     with mock.patch.object(training, 'run', run), \
-        mock.patch.object(training, 'plan_for', plan_for), \
+        mock.patch.object(training, 'calibrated_aggregator', plan_for), \
         mock.patch.object(tasks_lib, 'create_task', lambda *a, **k: task):
       done, context, label = frontier.run_frontier(
           base, points, grids, tune_seeds=1, print_fn=printed.append)
@@ -168,7 +168,7 @@ class RunFrontierTest(tf.test.TestCase):
     grids = frontier.parse_grids('dp_rec@80: clip=0.1,0.2,0.4; '
                                  'dp_rec@160: clip=0.1,0.2', points)
     with mock.patch.object(training, 'run', run), \
-        mock.patch.object(training, 'plan_for', plan_for), \
+        mock.patch.object(training, 'calibrated_aggregator', plan_for), \
         mock.patch.object(tasks_lib, 'create_task', lambda *a, **k: task):
       # Tune B = 80 only (its test runs are faked below).
       frontier.tune_point(base, 'dp_rec', 80, [
@@ -180,7 +180,7 @@ class RunFrontierTest(tf.test.TestCase):
     def no_training(*a, **k):
       raise AssertionError('report_only trained')
     with mock.patch.object(training, 'run', no_training), \
-        mock.patch.object(training, 'plan_for', plan_for), \
+        mock.patch.object(training, 'calibrated_aggregator', plan_for), \
         mock.patch.object(training, 'finished_records',
                           lambda c: finished[c.clients_per_round]), \
         mock.patch.object(training, 'reference_context',
@@ -228,7 +228,7 @@ class RunFrontierTest(tf.test.TestCase):
     points = frontier.parse_points('dp_rec: 80')
     printed = []
     with mock.patch.object(training, 'run', run), \
-        mock.patch.object(training, 'plan_for', plan_for), \
+        mock.patch.object(training, 'calibrated_aggregator', plan_for), \
         mock.patch.object(tasks_lib, 'create_task', lambda *a, **k: task):
       done, _, _ = frontier.run_frontier(
           base, points, frontier.parse_grids('dp_rec@80: clip=0.1,0.2',
@@ -385,7 +385,7 @@ class ReportTest(tf.test.TestCase):
             noise_stddev=0.006, l2_clip=0.2, eval_every=10, client_lr=0.1))
     seen = []
 
-    def plan_for(task_, config, name, record_messages):
+    def calibrated_aggregator(task_, config, name, record_messages):
       del task_, record_messages
       seen.append((name, config.clients_per_round))
       return 'plan'
@@ -400,7 +400,7 @@ class ReportTest(tf.test.TestCase):
 
     base = config_lib.RunConfig(task='stackoverflow_lr',
                                 aggregators=('dp_rec',), progress=False)
-    with mock.patch.object(training, 'plan_for', plan_for), \
+    with mock.patch.object(training, 'calibrated_aggregator', plan_for), \
         mock.patch.object(planning, 'plan_for_run', plan_for_run):
       self.assertEqual(frontier.predicted_break_even(task, base), 3272)
     self.assertEqual(seen, [('dp_rec', 40)])
@@ -408,7 +408,7 @@ class ReportTest(tf.test.TestCase):
     def refuse(*_):
       raise ValueError('epsilon 1 is out of reach')
     printed = []
-    with mock.patch.object(training, 'plan_for', plan_for), \
+    with mock.patch.object(training, 'calibrated_aggregator', plan_for), \
         mock.patch.object(planning, 'plan_for_run', refuse):
       self.assertIsNone(frontier.predicted_break_even(task, base,
                                                       printed.append))

@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from experiments.runner import config as config_lib
 from experiments.runner import jobs
-from experiments.runner import plans
+from experiments.runner import registry
 from experiments.runner import training
 
 _TINY = dict(seed=3, train_clients=40, heldout_clients=5, test_clients=15,
@@ -31,11 +31,11 @@ class SplitRunsTest(parameterized.TestCase):
     self.assertCountEqual([r for share in shares for r in share], runs)
     for share in shares:
       self.assertEqual(share, sorted(share, key=runs.index))
-    loads = [sum(plans.get(name).relative_cost for name, _ in share)
+    loads = [sum(registry.get(name).relative_cost for name, _ in share)
              for share in shares]
     # Longest processing time first: no list exceeds another by more than
     # one run's cost.
-    largest = max(plans.get(name).relative_cost for name in _MAIN_JOB)
+    largest = max(registry.get(name).relative_cost for name in _MAIN_JOB)
     self.assertLessEqual(max(loads) - min(loads), largest)
 
   def test_more_jobs_than_runs(self):

@@ -33,7 +33,7 @@ class RealImagesTest(parameterized.TestCase):
     test = {'fedavg': 0.8, 'dp_fedavg': 0.7, 'dp_rec': 0.5,
             'ddgauss16': 0.6}
 
-    def plan_for(task_, config, name, record_messages):
+    def calibrated_aggregator(task_, config, name, record_messages):
       del task_, record_messages
       return types.SimpleNamespace(params=dict(num_groups=10))
 
@@ -70,7 +70,7 @@ class RealImagesTest(parameterized.TestCase):
     task, plan_for, run = self._fakes(calls)
     out = self.create_tempdir().full_path
     with mock.patch.object(training, 'run', run), \
-        mock.patch.object(training, 'plan_for', plan_for), \
+        mock.patch.object(training, 'calibrated_aggregator', plan_for), \
         mock.patch.object(tasks_lib, 'create_task', lambda *a, **k: task):
       cells = real_images.run(out, 'data', rounds=300, seeds=2,
                               log=lambda *a: None)
@@ -129,7 +129,7 @@ class RealImagesTest(parameterized.TestCase):
         return run(config) if config.aggregators[0] in finished else []
       with mock.patch.object(training, 'run', must_not_train), \
           mock.patch.object(training, 'finished_records', finished_records), \
-          mock.patch.object(training, 'plan_for', plan_for), \
+          mock.patch.object(training, 'calibrated_aggregator', plan_for), \
           mock.patch.object(tasks_lib, 'create_task', lambda *a, **k: task):
         real_images.run(out, 'data', rounds=300, seeds=2,
                         log=lambda *a: None, report_only=True)
@@ -148,7 +148,7 @@ class RealImagesTest(parameterized.TestCase):
                   'finished)', table)
     # Tuned (by a training pass), then a report with some rows finished.
     with mock.patch.object(training, 'run', run), \
-        mock.patch.object(training, 'plan_for', plan_for), \
+        mock.patch.object(training, 'calibrated_aggregator', plan_for), \
         mock.patch.object(tasks_lib, 'create_task', lambda *a, **k: task):
       real_images.tune_methods(real_images.base_config(out, 'data', 300, 2),
                                lambda *a: None)
@@ -193,7 +193,7 @@ class RealImagesTest(parameterized.TestCase):
     task, plan_for, run = self._fakes(calls)
     out = self.create_tempdir().full_path
     with mock.patch.object(training, 'run', run), \
-        mock.patch.object(training, 'plan_for', plan_for), \
+        mock.patch.object(training, 'calibrated_aggregator', plan_for), \
         mock.patch.object(tasks_lib, 'create_task', lambda *a, **k: task):
       real_images.run(out, 'data', rounds=300, seeds=2, log=lambda *a: None,
                       tuning_seeds=tuning_seeds)

@@ -207,18 +207,18 @@ class CodecTest(tf.test.TestCase, parameterized.TestCase):
 class PlanGroupsTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_tensor_grouping(self):
-    self.assertEqual(rec.plan_groups([6, 0, 4], 'tensor'), [(0, 6), (6, 10)])
+    self.assertEqual(rec.split_groups([6, 0, 4], 'tensor'), [(0, 6), (6, 10)])
 
   def test_network_grouping(self):
-    self.assertEqual(rec.plan_groups([6, 0, 4], 'network'), [(0, 10)])
+    self.assertEqual(rec.split_groups([6, 0, 4], 'network'), [(0, 10)])
 
   def test_stackoverflow_lr_grouping(self):
-    groups = rec.plan_groups([10000 * 500, 500], 10**6)
+    groups = rec.split_groups([10000 * 500, 500], 10**6)
     self.assertLen(groups, 6)
     self.assertEqual([e - s for s, e in groups], [10**6] * 5 + [500])
 
   def test_int_grouping_covers_everything_with_bounded_groups(self):
-    groups = rec.plan_groups([7, 10, 1], 3)
+    groups = rec.split_groups([7, 10, 1], 3)
     self.assertEqual(groups[0][0], 0)
     self.assertEqual(groups[-1][1], 18)
     for (_, end), (start, _) in zip(groups[:-1], groups[1:]):
@@ -230,7 +230,7 @@ class PlanGroupsTest(tf.test.TestCase, parameterized.TestCase):
                             (1.5, TypeError), (None, TypeError))
   def test_bad_grouping(self, grouping, error):
     with self.assertRaisesRegex(error, 'grouping'):
-      rec.plan_groups([3], grouping)
+      rec.split_groups([3], grouping)
 
 
 class ArgumentErrorsTest(tf.test.TestCase, parameterized.TestCase):

@@ -12,7 +12,7 @@ from experiments.data import stackoverflow_population
 from experiments.data import tasks
 from experiments.runner import checkpoints
 from experiments.runner import config as config_lib
-from experiments.runner import plans
+from experiments.runner import registry
 from experiments.runner import run_params
 
 _SMALL = dict(seed=3, train_clients=1500, heldout_clients=4, test_clients=4,
@@ -94,7 +94,7 @@ class PopulationTest(tf.test.TestCase):
     config = config_lib.RunConfig(task='stackoverflow_lr',
                                   aggregators=('fedavg',)).resolved(stored)
     plan = types.SimpleNamespace(name='fedavg', params={},
-                                 sampling=plans.FIXED_SIZE)
+                                 sampling=registry.FIXED_SIZE)
     fingerprints = [
         checkpoints.RunCheckpointer(
             self.create_tempdir().full_path,
@@ -119,7 +119,7 @@ class PopulationTest(tf.test.TestCase):
     task = tasks.create_task('stackoverflow_lr', self.data_dir,
                              embedded_config=_SMALL, population='stored')
     plan = types.SimpleNamespace(name='fedavg', params={},
-                                 sampling=plans.FIXED_SIZE)
+                                 sampling=registry.FIXED_SIZE)
     fingerprints = []
     other = dict(_SMALL, seed=_SMALL['seed'] + 1)
     for embedded_config in (None, _SMALL, other):

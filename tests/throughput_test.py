@@ -23,7 +23,7 @@ from experiments.data import stackoverflow_arrays
 from experiments.data import stackoverflow_data
 from experiments.data import tasks
 from experiments.runner import execution
-from experiments.runner import plans
+from experiments.runner import registry
 from experiments.runner import sampling
 from experiments.runner import training
 from experiments.studies import throughput
@@ -106,7 +106,7 @@ class FastPathIsBitIdenticalTest(tf.test.TestCase):
   def test_dp_rec_in_insecure_test_mode(self):
     value_type = tff.learning.models.weights_type_from_model(
         self.task.baseline.model_fn).trainable
-    plan = plans.plan(
+    plan = registry.build(
         'dp_rec', value_type=value_type, population=self.task.population,
         clients_per_round=3, rounds=2, target_epsilon=8.0, delta=1e-3,
         bits=4, grouping='network', noise_stddev=0.05, l2_clip=None,

@@ -329,7 +329,7 @@ class EpsilonSweepTest(tf.test.TestCase):
     # Validation metric of each prior sigma: 0.012 diverges.
     validation = {0.003: 0.1, 0.006: 0.3, 0.012: math.nan}
 
-    def plan_for(task_, config, name, record_messages):
+    def calibrated_aggregator(task_, config, name, record_messages):
       del task_, record_messages
       if name == 'dp_rec':  # c grows with epsilon: 2 at 1, 4 at 4.
         return types.SimpleNamespace(params=dict(
@@ -359,7 +359,7 @@ class EpsilonSweepTest(tf.test.TestCase):
                                 num_seeds=3, progress=False)
     printed = []
     with mock.patch.object(training, 'run', run), \
-        mock.patch.object(training, 'plan_for', plan_for), \
+        mock.patch.object(training, 'calibrated_aggregator', plan_for), \
         mock.patch.object(tasks_lib, 'create_task',
                           lambda *a, **k: task):
       points, context, label = epsilon_sweep.run_sweep(

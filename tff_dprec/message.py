@@ -1,7 +1,7 @@
 """DP-REC messages: their layout, and whole-update encoding, in plain TF.
 
 A client's update (a structure of float tensors) is flattened in `tf.nest`
-order into one float32 vector and split into groups (`rec.plan_groups`). A
+order into one float32 vector and split into groups (`rec.split_groups`). A
 message is `(seed, indices)`: a 64-bit seed word R drawn by the client and
 one index of `bits` bits per group, `64 + num_groups * bits` bits in all.
 `MessageLayout` holds what both sides must agree on (the value's specs, the
@@ -43,7 +43,7 @@ class MessageLayout:
       static shapes).
     bits: Index bits per group; K = 2**bits candidates.
     grouping: `'tensor'`, `'network'` or a positive int G (see
-      `rec.plan_groups`).
+      `rec.split_groups`).
     groups: `(start, end)` ranges of the flattened update, one per index,
       none larger than `MAX_GROUP_ELEMENTS`.
   """
@@ -80,7 +80,7 @@ class MessageLayout:
     for spec in tf.nest.flatten(value_type):
       _check_spec(spec, value_type)
       sizes.append(int(np.prod(spec.shape.as_list(), dtype=np.int64)))
-    groups = tuple(rec.plan_groups(sizes, grouping))
+    groups = tuple(rec.split_groups(sizes, grouping))
     for start, end in groups:
       if end - start > MAX_GROUP_ELEMENTS:
         raise ValueError(

@@ -27,7 +27,7 @@ The index is drawn with the Gumbel-max trick from randomness independent of
 the shared seed: fresh, unseeded randomness unless a `selection_seed` is given
 (tests only: a sender that reuses selection seeds loses the privacy argument).
 
-Compression by parts (Theorem 3 of the paper): `plan_groups` splits a list of
+Compression by parts (Theorem 3 of the paper): `split_groups` splits a list of
 tensor sizes into contiguous groups of the concatenated flat vector, each
 encoded with its own index under the same seed.
 """
@@ -265,7 +265,7 @@ def index_in_range(index: tf.Tensor, bits: int) -> tf.Tensor:
       index >= 0, tf.cast(index, tf.int64) < tf.constant(2**bits, tf.int64))
 
 
-def plan_groups(sizes: Sequence[int], grouping: Grouping) -> list[tuple[int, int]]:
+def split_groups(sizes: Sequence[int], grouping: Grouping) -> list[tuple[int, int]]:
   """Splits a flat vector made of tensors of `sizes` into groups.
 
   Args:

@@ -37,7 +37,7 @@ class Defaults:
   server_lr: float
   server_momentum: float
   batch_size: int
-  bits: Optional[int]  # None: DP-REC picks them from c (plans.auto_bits).
+  bits: Optional[int]  # None: DP-REC picks them from c (registry.auto_bits).
   grouping: Any
   noise_stddev: float  # DP-REC prior stddev sigma.
   l2_clip: float  # DP-FedAvg and DDGauss clip.
@@ -134,7 +134,7 @@ class Task:
 # seed (docs/EXPERIMENTS.md, Tuning): DP-FedAvg and DDGauss clip 0.2 with
 # server SGD (momentum 0.9) at rate 10 (40.8% against 31.7% at clip 0.5 and
 # rate 3); DP-REC sigma 0.006 at the same rate, its bits chosen from its
-# clip ratio (plans.auto_bits). Non-private FedAvg: server Adam 0.03 (SGD
+# clip ratio (registry.auto_bits). Non-private FedAvg: server Adam 0.03 (SGD
 # with momentum 0.9 at rate 1.0 saturates the biases on unclipped updates).
 # TFF's SO-LR model sums its loss over the batch; client SGD 1.0 keeps the
 # biases from saturating.

@@ -1,3 +1,3 @@
-"""The run layer: configuration, plans, the training loop, checkpoints,
+"""The run layer: configuration, the aggregator registry, the training loop, checkpoints,
 the privacy ledger, records and reports. Uses data/, infra/ and the library.
 """

@@ -10,7 +10,7 @@ import math
 from typing import Any, Optional
 
 from experiments.data import names
-from experiments.runner import plans
+from experiments.runner import registry
 from tff_dprec.accounting import accountings
 from tff_dprec import sizes
 from tff_dprec import validation
@@ -111,11 +111,11 @@ class RunConfig:
     object.__setattr__(self, 'aggregators', tuple(self.aggregators))
     if not self.aggregators:
       raise ValueError('aggregators is empty; choose from '
-                       f'{plans.names()}.')
+                       f'{registry.names()}.')
     for name in self.aggregators:
-      if name not in plans.names():
+      if name not in registry.names():
         raise ValueError(f'aggregators: unknown {name!r}; choose from '
-                         f'{plans.names()}.')
+                         f'{registry.names()}.')
     duplicates = sorted({a for a in self.aggregators
                          if self.aggregators.count(a) > 1})
     if duplicates:
@@ -211,8 +211,8 @@ class RunConfig:
                          f'calibration range), found {value!r}.')
     for name, aggregator in (('noise_multiplier', 'dp_fedavg'),
                              ('clip_ratio', 'dp_rec')):
-      users = {aggregator, aggregator + plans.NO_NOISE_SUFFIX,
-               aggregator + plans.EXACT_SAMPLE_SUFFIX}
+      users = {aggregator, aggregator + registry.NO_NOISE_SUFFIX,
+               aggregator + registry.EXACT_SAMPLE_SUFFIX}
       if getattr(self, name) is not None and not users & set(
           self.aggregators):
         raise ValueError(
@@ -220,7 +220,7 @@ class RunConfig:
             f'which is not in aggregators={",".join(self.aggregators)}.')
     if self.workers:
       refused = [a for a in self.aggregators
-                 if plans.get(a).needs_test_context]
+                 if registry.get(a).needs_test_context]
       if refused:
         raise ValueError(
             f'workers: DDGauss ({", ".join(refused)}) runs only in TFF\'s '
@@ -266,7 +266,7 @@ class RunConfig:
     return tuple(range(self.seed, self.seed + self.num_seeds))
 
   def uses_history(self, name: str) -> bool:
-    return self.downlink != 'full' and plans.get(name).supports_history
+    return self.downlink != 'full' and registry.get(name).supports_history
 
   def asdict(self) -> dict:
     return dataclasses.asdict(self)

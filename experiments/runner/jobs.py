@@ -31,7 +31,7 @@ import traceback
 from experiments.infra import worker_reaper
 from experiments.runner import config as config_lib
 from experiments.runner import planning
-from experiments.runner import plans
+from experiments.runner import registry
 from experiments.runner import training
 
 _POLL_SECONDS = 0.5
@@ -61,12 +61,12 @@ def split_runs(runs, jobs: int) -> list:
     raise ValueError(f'jobs must be a positive int, found {jobs!r}.')
   runs = list(runs)
   order = sorted(range(len(runs)),
-                 key=lambda i: -plans.get(runs[i][0]).relative_cost)
+                 key=lambda i: -registry.get(runs[i][0]).relative_cost)
   loads = [0.0] * min(jobs, len(runs))
   members = [[] for _ in loads]
   for i in order:
     j = loads.index(min(loads))
-    loads[j] += plans.get(runs[i][0]).relative_cost
+    loads[j] += registry.get(runs[i][0]).relative_cost
     members[j].append(i)
   return [[runs[i] for i in sorted(m)] for m in members]
 

@@ -426,7 +426,7 @@ def baselines(context: dict):
       yield name, context[key]
 
 
-NO_NOISE_SUFFIX = '_no_noise'  # plans.NO_NOISE_SUFFIX
+NO_NOISE_SUFFIX = '_no_noise'  # registry.NO_NOISE_SUFFIX
 
 
 def display_name(aggregator: str) -> str:

@@ -31,7 +31,7 @@ import numpy as np
 from experiments.runner import calibration_cache
 from experiments.runner import checkpoints
 from experiments.runner import ledger
-from experiments.runner import plans
+from experiments.runner import registry
 
 RUN_CONFIG_FILE = 'run_config.json'
 
@@ -132,7 +132,7 @@ def fingerprint_config(task, config, plan, server_lr, use_history) -> dict:
       # Poisson sampling came after the first checkpoints: only it is named,
       # so that the others' fingerprints (and their resumes) are unchanged,
       # and a DP-FedAvg run of the fixed-size sampler is refused.
-      **({'sampling': plan.sampling} if plan.sampling == plans.POISSON
+      **({'sampling': plan.sampling} if plan.sampling == registry.POISSON
          else {}),
       # Named only when set (the default's fingerprints are unchanged): the
       # embedded data's generator settings are the data.

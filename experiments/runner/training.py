@@ -31,7 +31,7 @@ from experiments.infra import distributed
 from experiments.infra import downlink as downlink_lib
 from experiments.runner import ledger as ledger_lib
 from experiments.runner import planning
-from experiments.runner import plans
+from experiments.runner import registry
 from experiments.runner import records
 from experiments.runner import report
 from experiments.runner import run_params
@@ -98,7 +98,7 @@ def run(config: config_lib.RunConfig, print_fn=print,
   _PHASES.clear()
   compiled = dict(compile_cache.stats)
   task, config, task_dir = setup(config, print_fn)
-  if any(plans.get(a).needs_test_context for a in config.aggregators):
+  if any(registry.get(a).needs_test_context for a in config.aggregators):
     execution.allow_oversize_protos()
   pool = _start_pool(task, config, print_fn)
   runs = {name: [seed for seed in config.seeds
@@ -195,7 +195,7 @@ def _built_for_seed(task, config, built, task_dir, pool, print_fn):
   if not pins:
     return built
   with calibration_cache.pinned(pins.values()):
-    own = plan_for(task, config, plan.name, built.use_history)
+    own = calibrated_aggregator(task, config, plan.name, built.use_history)
   if run_params.normalized(run_params.fingerprint_config(
       task, config, own, built.server_lr, built.use_history)) != (
           run_params.stored(agg_dir)):
@@ -248,11 +248,11 @@ def calibrate(task, config, names=None) -> dict:
   of reach, a fixed parameter over the budget) costs no training.
 
   Raises:
-    plans.OverBudgetError: For a fixed parameter over the budget.
+    registry.OverBudgetError: For a fixed parameter over the budget.
   """
   names = config.aggregators if names is None else names
   with _timed('calibrate and build'):
-    return {name: plan_for(task, config, name, config.uses_history(name))
+    return {name: calibrated_aggregator(task, config, name, config.uses_history(name))
             for name in names}
 
 
@@ -363,12 +363,12 @@ def _build_aggregator(task, config, plan, pool, print_fn) -> _Built:
   if config.downlink == 'history' and not use_history:
     print_fn(f'[{task.name}/{name}] no messages to send as history: '
              'full-model downlink.')
-  spec = plans.get(name)
+  spec = registry.get(name)
   if config.insecure_test_seed is not None and spec.supports_history:
     print_fn(f'[{task.name}/{name}] WARNING: insecure test mode: client '
              'seeds are deterministic functions of their updates; the '
              'privacy guarantee does not hold.')
-  warning = plans.idealisation_warning(plan.params)
+  warning = registry.idealisation_warning(plan.params)
   if warning:
     print_fn(f'[{task.name}/{name}] {warning}')
   server_lr = config.server_lr_for(task, plan.private_setting)
@@ -474,11 +474,11 @@ def _start_seed(task, config, built, task_dir, print_fn):
               agg_dir, print_fn), state
 
 
-def plan_for(task, config, name, record_messages):
-  """Calibrates aggregator `name` (plans.plan) for the task and config."""
+def calibrated_aggregator(task, config, name, record_messages):
+  """Calibrates aggregator `name` (registry.build) for the task and config."""
   value_type = tff.learning.models.weights_type_from_model(
       task.baseline.model_fn).trainable
-  return plans.plan(
+  return registry.build(
       name, value_type=value_type, population=task.population,
       clients_per_round=config.clients_per_round, rounds=config.rounds,
       target_epsilon=config.target_epsilon, delta=config.delta,

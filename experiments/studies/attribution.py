@@ -15,7 +15,7 @@ that stops early drops from the end):
      sigma = 0.005 and c = 0.545, its bits chosen from c (4, not the
      paper's 7: a 7-bit round costs twice as long), accounted at what it
      uses (its sound epsilon, above the paper's claim);
-   * DP-REC's exact-sample control (`plans.EXACT_SAMPLE`: each drawn client
+   * DP-REC's exact-sample control (`registry.EXACT_SAMPLE`: each drawn client
      an exact sample of N(clipped update, sigma^2 I), DP-REC's sampling) at
      the paper row's sigma and c, and at the sound row's;
    * sound and tight rows at epsilon 3: DP-FedAvg (PLD), DP-REC (PLD, bits
@@ -46,7 +46,7 @@ import os
 from typing import Optional
 
 from experiments.runner import config as config_lib
-from experiments.runner import plans
+from experiments.runner import registry
 from experiments.studies import epsilon_sweep
 from experiments.studies import paper
 from experiments.studies import real_images
@@ -114,10 +114,10 @@ def _exact_rows(eps, block) -> list[Row]:
              clip_ratio=_paper('clip_ratio', paper.DP_REC, eps))
   tag = f'eps{eps:g}'
   return [
-      Row(f'exact_paper_{tag}', plans.EXACT_SAMPLE,
+      Row(f'exact_paper_{tag}', registry.EXACT_SAMPLE,
           "DP-REC's exact-sample control at the paper's c", 'control', eps,
           rec, REC_SEEDS, '-', block),
-      Row(f'exact_sound_{tag}', plans.EXACT_SAMPLE,
+      Row(f'exact_sound_{tag}', registry.EXACT_SAMPLE,
           "DP-REC's exact-sample control at the sound c", 'control', eps,
           dict(noise_stddev=CHOSEN_SIGMA), REC_SEEDS, '-', block)]
 
@@ -180,7 +180,7 @@ def sound_epsilon_of_c(task, base) -> callable:
       task.baseline.model_fn).trainable
 
   def epsilon(c):
-    bits = plans.auto_bits(lambda _: c)[0]
+    bits = registry.auto_bits(lambda _: c)[0]
     groups = dp_rec.DPRecSumFactory(
         noise_stddev=1.0, l2_clip=1.0, bits=bits,
         grouping=config.grouping).num_groups(value_type)

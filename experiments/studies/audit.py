@@ -41,7 +41,7 @@ def run_audit(*, dim: int = 16, clip_ratio: float = 2.0, bits: int = 7,
   # A grouped release: `groups` groups of `bits` bits, accounted with the
   # sound accounting (docs/PRIVACY.md). The statistic only needs group 0's
   # candidate, which carries the whole update (the worst split).
-  bounds = rec.plan_groups([dim], -(-dim // groups))
+  bounds = rec.split_groups([dim], -(-dim // groups))
   total_bits = bits * len(bounds)
 
   @tf.function

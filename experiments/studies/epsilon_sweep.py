@@ -54,7 +54,7 @@ from experiments.infra import atomic_files
 from experiments.infra import worker_reaper
 from experiments.runner import cli as cli_lib
 from experiments.runner import config as config_lib
-from experiments.runner import plans
+from experiments.runner import registry
 from experiments.runner import report
 from experiments.studies import tune as tune_lib
 from tff_dprec import rec
@@ -116,10 +116,10 @@ def parse_grids(text: str, aggregators) -> dict:
     if not sep:
       raise tune_lib.GridError(
           f'--grids: {part.strip()!r} is not "aggregator: grid".')
-    if name not in plans.private_names():
+    if name not in registry.private_names():
       raise tune_lib.GridError(
           f'--grids: {name!r} is not a private aggregator; choose from '
-          f'{plans.private_names()}.')
+          f'{registry.private_names()}.')
     if name in grids:
       raise tune_lib.GridError(f'--grids: {name!r} has two grids.')
     grids[name] = tune_lib.parse_grid(grid)
@@ -230,8 +230,8 @@ def write(output_dir: str, rows, context: dict, label: str) -> list[str]:
                   key=lambda r: r['target_epsilon'])
     if not mine:
       continue
-    base = plans.control_of(name) or name
-    control = plans.control_of(name) is not None
+    base = registry.control_of(name) or name
+    control = registry.control_of(name) is not None
     color = colors.setdefault(base, f'C{len(colors)}')
     ax.errorbar([r['target_epsilon'] for r in mine],
                 [100 * r['mean'] for r in mine],
@@ -269,7 +269,7 @@ def markdown_table(rows, context: dict, label: str) -> str:
   lines = [f'| target epsilon | row | chosen setting | c or z | {label} (%) '
            '| note |', '|---|---|---|---|---|---|']
   for r in sorted(rows, key=lambda r: (r['target_epsilon'],
-                                       plans.control_of(r['aggregator'])
+                                       registry.control_of(r['aggregator'])
                                        or r['aggregator'],
                                        r['aggregator'])):
     if r['mean'] is None:
@@ -297,9 +297,9 @@ def main(argv):
     epsilons = parse_epsilons(_EPSILONS.value)
     aggregators = tuple(_AGGREGATORS.value)
     for name in aggregators:
-      if name not in plans.private_names():
+      if name not in registry.private_names():
         raise ValueError(f'--aggregators: {name!r} is not a private '
-                         f'aggregator; choose from {plans.private_names()}.')
+                         f'aggregator; choose from {registry.private_names()}.')
     grids = parse_grids(_GRIDS.value, aggregators)
     if _TUNE_SEEDS.value < 1:
       raise ValueError(f'--tune_seeds must be >= 1, found {_TUNE_SEEDS.value}.')
@@ -379,7 +379,7 @@ def run_sweep(base, epsilons, grids, *, tune_seeds: int, controls: bool,
           print_fn(f'[sweep] epsilon {eps:g} {name}: {note}')
           points.append((eps, [], dict(aggregator=name, note=note)))
           continue
-      names = (name, name + plans.NO_NOISE_SUFFIX) if controls else (name,)
+      names = (name, name + registry.NO_NOISE_SUFFIX) if controls else (name,)
       config = config_lib.RunConfig(**{
           **default.asdict(), **setting, 'aggregators': names,
           'output_dir': os.path.join(
@@ -406,7 +406,7 @@ def _inside_idealisation(task, default, settings, name):
   inside, clip_ratios = [], []
   for setting in settings:
     config = config_lib.RunConfig(**{**default.asdict(), **setting})
-    params = training.plan_for(task, config.resolved(task), name,
+    params = training.calibrated_aggregator(task, config.resolved(task), name,
                                False).params
     if _outside_idealisation(params):
       clip_ratios.append(params['clip_ratio'])

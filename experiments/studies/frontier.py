@@ -58,7 +58,7 @@ from experiments.infra import atomic_files
 from experiments.infra import worker_reaper
 from experiments.runner import cli as cli_lib
 from experiments.runner import config as config_lib
-from experiments.runner import plans
+from experiments.runner import registry
 from experiments.runner import report
 from experiments.studies import epsilon_sweep
 from experiments.studies import tune as tune_lib
@@ -106,9 +106,9 @@ def parse_points(text: str) -> dict:
     name = name.strip()
     if not sep:
       raise ValueError(f'--points: {part.strip()!r} is not "method: B,B".')
-    if name not in plans.private_names():
+    if name not in registry.private_names():
       raise ValueError(f'--points: {name!r} is not a private aggregator; '
-                       f'choose from {plans.private_names()}.')
+                       f'choose from {registry.private_names()}.')
     if name in points:
       raise ValueError(f'--points: {name!r} is listed twice.')
     points[name] = parse_sizes([s.strip() for s in sizes.split(',')],
@@ -187,7 +187,7 @@ def point_settings(task, base, name, clients, grid) -> list:
     return [dict(s) for s in grid]
   config = config_lib.RunConfig(**{**base.asdict(), 'aggregators': (name,),
                                    'clients_per_round': clients})
-  c = training.plan_for(task, config.resolved(task), name,
+  c = training.calibrated_aggregator(task, config.resolved(task), name,
                         False).params['clip_ratio']
   return [{('noise_stddev' if k == DP_REC_CLIP else k):
            (sigma_for_clip(v, c) if k == DP_REC_CLIP else v)
@@ -558,7 +558,7 @@ def run_frontier(base, points, grids, tune_seeds, print_fn=print,
                                population=base.population)
   order = sorted(((clients, name) for name, sizes in points.items()
                   for clients in sizes),
-                 key=lambda p: (p[0], plans.get(p[1]).relative_cost))
+                 key=lambda p: (p[0], registry.get(p[1]).relative_cost))
   done, context, label = [], {}, 'metric'
   for clients, name in order:
     records, info = run_point(task, base, name, clients,
@@ -588,7 +588,7 @@ def predicted_break_even(task, base, print_fn=print):
       **base.asdict(), 'aggregators': ('dp_rec',),
       'clients_per_round': REFERENCE[1]}).resolved(task)
   try:
-    dp_rec_plan = training.plan_for(task, config, 'dp_rec', False)
+    dp_rec_plan = training.calibrated_aggregator(task, config, 'dp_rec', False)
     result = planning.plan_for_run(task, config, dp_rec_plan)
   except ValueError as e:
     print_fn(f'[frontier] the planner could not plan B = {REFERENCE[1]}: {e}')

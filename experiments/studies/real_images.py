@@ -46,7 +46,7 @@ from typing import Optional
 
 from experiments.infra import atomic_files
 from experiments.runner import config as config_lib
-from experiments.runner import plans
+from experiments.runner import registry
 from experiments.runner import report
 from experiments.studies import epsilon_sweep
 from experiments.studies import paper
@@ -176,7 +176,7 @@ def row_config(base, row: Row) -> config_lib.RunConfig:
   """The configuration of a row's runs (its control beside it)."""
   names = (row.aggregator,)
   if row.controls:
-    names += (row.aggregator + plans.NO_NOISE_SUFFIX,)
+    names += (row.aggregator + registry.NO_NOISE_SUFFIX,)
   folder = os.path.join(base.output_dir, 'rows', row.name,
                         'nonprivate' if row.epsilon is None else
                         f'eps{row.epsilon:g}')
@@ -223,7 +223,7 @@ def paper_c_epsilons(task, base) -> callable:
   config = config_lib.RunConfig(**{
       **base.asdict(), 'aggregators': ('dp_rec',),
       'target_epsilon': EPSILONS[0]}).resolved(task)
-  groups = training.plan_for(task, config, 'dp_rec', False).params[
+  groups = training.calibrated_aggregator(task, config, 'dp_rec', False).params[
       'num_groups']
   common = dict(population=task.population,
                 clients_per_round=config.clients_per_round,
@@ -296,7 +296,7 @@ def summarize(results, paper_c) -> list[dict]:
   for row, records, _ in results:
     for name, runs in report.group_by_aggregator(records).items():
       mean, se = report.mean_se([r['final_metric'] for r in runs])
-      control = plans.control_of(name) is not None
+      control = registry.control_of(name) is not None
       line = dict(
           row=row.name + ('_no_noise' if control else ''), aggregator=name,
           label=row.label + (' no-noise control' if control else ''),
@@ -439,7 +439,7 @@ def plot_curves(path, results) -> None:
       if row.epsilon is not None and (row.paper_epsilon or row.epsilon) != eps:
         continue
       for name, (rounds, mean) in _mean_curves(curves_path).items():
-        control = plans.control_of(name) is not None
+        control = registry.control_of(name) is not None
         ax.plot(rounds, [100 * m for m in mean], ls='--' if control else '-',
                 lw=1 if control else 1.6, color=_COLORS[row.name],
                 label=_curve_label(row, control))

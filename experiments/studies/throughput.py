@@ -83,10 +83,10 @@ def _own_cpu() -> float:
 
 def _sampled(task, clients_per_round, rounds):
   from experiments.runner import sampling  # pylint: disable=g-import-not-at-top
-  from experiments.runner import plans  # pylint: disable=g-import-not-at-top
+  from experiments.runner import registry  # pylint: disable=g-import-not-at-top
   rng = np.random.default_rng(0)
   return [sampling.sample_clients(rng, task.train_client_ids,
-                                  clients_per_round, plans.FIXED_SIZE)
+                                  clients_per_round, registry.FIXED_SIZE)
           for _ in range(rounds)]
 
 
@@ -247,18 +247,18 @@ def run(aggregators=DEFAULT_AGGREGATORS, paths=PATHS, rounds: int = 6,
   """Measures every (path, aggregator); prints and returns the figures."""
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
   from experiments.runner import execution  # pylint: disable=g-import-not-at-top
-  from experiments.runner import plans  # pylint: disable=g-import-not-at-top
+  from experiments.runner import registry  # pylint: disable=g-import-not-at-top
   from experiments.runner import training  # pylint: disable=g-import-not-at-top
   task, config = _setup(aggregators, paths, rounds, clients_per_round,
                         data_dir, embedded_config)
   sampled = _sampled(task, clients_per_round, rounds)
   print_fn(f'embedded SO-LR, N={task.population}, B={clients_per_round}, '
            f'{rounds} rounds (the same clients on every path).')
-  if any(plans.get(a).needs_test_context for a in aggregators):
+  if any(registry.get(a).needs_test_context for a in aggregators):
     execution.allow_oversize_protos()
   rows, plans_by_name = [], {}
   for name in aggregators:
-    plan = training.plan_for(task, config, name, record_messages=False)
+    plan = training.calibrated_aggregator(task, config, name, record_messages=False)
     plans_by_name[name] = plan
     for path in paths:
       row = measure_path(task, config, plan, path, sampled)
@@ -371,7 +371,7 @@ def run_images(aggregators=('fedavg', 'dp_rec'), rounds: int = 6,
            f'{rounds} rounds (the same clients on both paths).')
   rows = []
   for name in aggregators:
-    plan = training.plan_for(task, config, name, record_messages=False)
+    plan = training.calibrated_aggregator(task, config, name, record_messages=False)
     server_optimizer = execution.server_optimizer_for(
         task, config.server_lr_for(task, plan.private_setting), config,
         plan.private_setting)

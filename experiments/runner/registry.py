@@ -1,9 +1,9 @@
-"""Aggregators compared in the experiments: a registry of plans.
+"""The aggregators the experiments compare: a registry, by name.
 
 Each aggregator is an `AggregatorSpec`: its capabilities as data (private,
 supports_history, needs_test_context, sampling) and a builder that calibrates
-it to a privacy budget and returns an `AggregatorPlan`. Code elsewhere asks
-the spec, never the name.
+it to a privacy budget and returns a `CalibratedAggregator` (`build`). Code
+elsewhere asks the spec, never the name.
 """
 
 import dataclasses
@@ -19,7 +19,7 @@ PAPER_BITS = 7  # REC's bits where they are not chosen from c.
 
 
 @dataclasses.dataclass(frozen=True)
-class PlanSetting:
+class AggregatorSetting:
   """What the builders need: the model's type and the run's parameters."""
   value_type: Any
   population: int
@@ -52,7 +52,7 @@ SAMPLINGS = (WITH_REPLACEMENT, POISSON, FIXED_SIZE)
 
 
 @dataclasses.dataclass
-class AggregatorPlan:
+class CalibratedAggregator:
   """An aggregator with its calibration, privacy accounting and wire sizes."""
   name: str
   factory: Any  # tff.aggregators.UnweightedAggregationFactory
@@ -90,7 +90,7 @@ class AggregatorSpec:
   supports_history: bool
   needs_test_context: bool
   sampling: str
-  build: Callable[['AggregatorSpec', PlanSetting], AggregatorPlan]
+  build: Callable[['AggregatorSpec', AggregatorSetting], CalibratedAggregator]
   # Seconds per round relative to FedAvg's, to balance runs over processes
   # (`experiments.runner.jobs`). From the main job's s/round column
   # (docs/EXPERIMENTS.md, "Time"): DP-REC 0.64 (at 5 bits; REC alike),
@@ -122,8 +122,8 @@ def get(name: str) -> AggregatorSpec:
   return _REGISTRY[name]
 
 
-def plan(name: str, **setting) -> AggregatorPlan:
-  """Builds and calibrates aggregator `name` (`PlanSetting`'s fields).
+def build(name: str, **setting) -> CalibratedAggregator:
+  """Builds and calibrates aggregator `name` (`AggregatorSetting`'s fields).
 
   Private aggregators are calibrated so that epsilon after `rounds` rounds is
   at most `target_epsilon` at `delta`. `record_messages` makes the REC-based
@@ -140,7 +140,7 @@ def plan(name: str, **setting) -> AggregatorPlan:
       target.
   """
   spec = get(name)
-  return spec.build(spec, PlanSetting(**setting))
+  return spec.build(spec, AggregatorSetting(**setting))
 
 
 # Bits chosen from c (`bits=None` for DP-REC): the library's rule, which
@@ -249,7 +249,7 @@ def _build_rec(spec, s):
       s.noise_stddev, clip, bits=bits, grouping=s.grouping,
       record_messages=s.record_messages,
       insecure_test_seed=s.insecure_test_seed)
-  return AggregatorPlan(
+  return CalibratedAggregator(
       spec.name, tff.aggregators.UnweightedMeanFactory(
           value_sum_factory=rec_sum),
       private=spec.private,
@@ -292,7 +292,7 @@ def _build_dp_fedavg(spec, s):
                                         accounting=kind, **s.common)
 
   full = _full_model_bits(s.value_type)
-  return AggregatorPlan(
+  return CalibratedAggregator(
       spec.name, factory, private=True,
       sampling=spec.sampling,
       params=dict(noise_multiplier=z, l2_clip=s.l2_clip),
@@ -333,7 +333,7 @@ def _build_ddgauss(spec, s):
         noise_multiplier=z, l2_clip=s.l2_clip, bits=ddg_bits, rounds=r,
         dimension=dim, **s.common)
 
-  return AggregatorPlan(
+  return CalibratedAggregator(
       spec.name, factory, private=True,
       sampling=spec.sampling,
       params=dict(noise_multiplier=z, l2_clip=s.l2_clip, bits=ddg_bits,
@@ -371,7 +371,7 @@ def _build_fedavg(spec, s):
   """Non-private FedAvg (unweighted mean)."""
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
   full = _full_model_bits(s.value_type)
-  return AggregatorPlan(
+  return CalibratedAggregator(
       spec.name, tff.aggregators.UnweightedMeanFactory(), private=False,
       sampling=spec.sampling, params={},
       upload_bits_per_client=full, download_bits_per_client=full)
@@ -403,7 +403,7 @@ def _build_no_noise(spec, s):
       s, record_messages=False, insecure_test_seed=None))
   clip = base_plan.params['l2_clip']
   full = _full_model_bits(s.value_type)
-  return AggregatorPlan(
+  return CalibratedAggregator(
       spec.name, tff.aggregators.DifferentiallyPrivateFactory.gaussian_fixed(
           noise_multiplier=0.0, clients_per_round=s.clients_per_round,
           clip=clip),
@@ -459,7 +459,7 @@ def _build_exact_sample(spec, s):
   c = base_plan.params['clip_ratio']
   exact = exact_sample_parameters(c, s.noise_stddev, s.clients_per_round)
   full = _full_model_bits(s.value_type)
-  return AggregatorPlan(
+  return CalibratedAggregator(
       spec.name, tff.aggregators.DifferentiallyPrivateFactory.gaussian_fixed(
           noise_multiplier=exact['noise_multiplier'],
           clients_per_round=s.clients_per_round, clip=exact['l2_clip']),
