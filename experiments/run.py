@@ -28,10 +28,12 @@ _TASK = flags.DEFINE_string(
 _AGGREGATORS = flags.DEFINE_list(
     'aggregators', ['dp_rec', 'dp_rec_no_noise', 'ddgauss16',
                     'ddgauss16_no_noise', 'dp_fedavg', 'dp_fedavg_no_noise',
-                    'fedavg'],
-    'Comma-separated: dp_rec, rec, dp_fedavg, ddgauss16, ddgauss12, fedavg, '
-    'and <private method>_no_noise: the method\'s clip and sampling without '
-    'noise (a control row: the cost of clipping apart from privacy).')
+                    'dp_fedavg_rdp', 'fedavg'],
+    'Comma-separated: dp_rec, rec, dp_fedavg, dp_fedavg_rdp (DP-FedAvg '
+    'under RDP, the reference for DDGauss), ddgauss16, ddgauss12, fedavg, '
+    'dp_rec_exact_sample (DP-REC\'s exact-sample control), and <private '
+    'method>_no_noise: the method\'s clip and sampling without noise (a '
+    'control row: the cost of clipping apart from privacy).')
 _ROUNDS = flags.DEFINE_integer('rounds', None, 'Rounds (task default).')
 _CLIENTS_PER_ROUND = flags.DEFINE_integer('clients_per_round', None,
                                           'Clients per round (task default).')

@@ -267,3 +267,21 @@ def test_mean_se_of_a_diverged_run_is_nan_without_se():
   mean, se = report.mean_se([0.3, math.nan, 0.5])
   assert math.isnan(mean) and se is None
   assert report.mean_se([0.3]) == (0.3, None)
+
+
+def test_accountant_split_parts_add_up_to_the_distance():
+  rows = [dict(aggregator=name, metric_mean=mean, metric_se=se)
+          for name, mean, se in (('ddgauss16', 0.334, 0.010),
+                                 ('dp_fedavg_rdp', 0.340, 0.012),
+                                 ('dp_fedavg', 0.410, 0.013))]
+  line = report.accountant_split(rows)
+  assert line.startswith('ddgauss16 - dp_fedavg -7.60 points, in two parts: ')
+  assert 'ddgauss16 - dp_fedavg_rdp -0.60 ± 1.56 (the mechanism' in line
+  assert 'dp_fedavg_rdp - dp_fedavg -7.00 ± 1.77 (RDP against PLD' in line
+  assert report.accountant_split(rows[:2]) == ''
+
+
+def test_ratio_words():
+  assert report._ratio_words(365.0) == '365x less'  # pylint: disable=protected-access
+  assert report._ratio_words(1.001) == 'the same'  # pylint: disable=protected-access
+  assert report._ratio_words(0.5) == '2x more'  # pylint: disable=protected-access

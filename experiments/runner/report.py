@@ -160,6 +160,10 @@ def _table_notes(records, rows, context, label) -> list[str]:
                  'section 8); and an RDP accountant, looser than the PLD of '
                  'DP-REC and DP-FedAvg, so DDGauss is calibrated with more '
                  'noise than a tight accountant would need (a handicap).')
+  split = accountant_split(rows)
+  if split:
+    lines.append('')
+    lines.append(split)
   ratios = communication_ratios(records)
   if ratios:
     lines.append('')
@@ -373,6 +377,34 @@ def lost_rounds_note(runs: Sequence[dict]) -> str:
   seeds = ', '.join(str(s) for s, _ in lost)
   return (f'{total} round{"s" * (total != 1)} lost to interruptions (seed '
           f'{seeds}), counted as spent')
+
+
+# DDGauss's distance to DP-FedAvg in two parts, through DP-FedAvg under RDP
+# (`registry.DP_FEDAVG_RDP`): (name, minuend, subtrahend).
+SPLIT = (('the mechanism and its general subsampling bound', 'ddgauss16',
+          'dp_fedavg_rdp'),
+         ('RDP against PLD, the accountant', 'dp_fedavg_rdp', 'dp_fedavg'))
+
+
+def accountant_split(rows: Sequence[dict]) -> str:
+  """'' or a line splitting DDGauss16 - DP-FedAvg into the mechanism's part
+  and the accountant's, in points with the SE of each difference."""
+  by_name = {r['aggregator']: r for r in rows}
+  if not all(name in by_name for _, a, b in SPLIT for name in (a, b)):
+    return ''
+  parts = []
+  for what, a, b in SPLIT:
+    first, second = by_name[a], by_name[b]
+    diff = 100 * (first['metric_mean'] - second['metric_mean'])
+    se = ''
+    if first['metric_se'] is not None and second['metric_se'] is not None:
+      se = ' ± {:.2f}'.format(
+          100 * math.hypot(first['metric_se'], second['metric_se']))
+    parts.append(f'{a} - {b} {diff:+.2f}{se} ({what})')
+  total = 100 * (by_name['ddgauss16']['metric_mean'] -
+                 by_name['dp_fedavg']['metric_mean'])
+  return (f'ddgauss16 - dp_fedavg {total:+.2f} points, in two parts: ' +
+          '; '.join(parts) + '.')
 
 
 def _ratio_words(ratio: float) -> str:
