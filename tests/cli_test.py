@@ -3,6 +3,8 @@
 import contextlib
 import io
 import logging as python_logging
+import sys
+from unittest import mock
 
 from absl import flags
 from absl import logging
@@ -18,13 +20,18 @@ class CliTest(tf.test.TestCase):
     self.addCleanup(tf.get_logger().setLevel, tf.get_logger().level)
     logging.set_verbosity(logging.INFO)
     tf.get_logger().setLevel(python_logging.INFO)
-    cli.quiet_logs()
-    self.assertEqual(logging.get_verbosity(), logging.WARNING)
-    self.assertEqual(tf.get_logger().level, python_logging.WARNING)
+    with mock.patch.object(sys, 'argv', ['prog']):
+      cli.quiet_logs()
+    self.assertEqual(logging.get_verbosity(), logging.ERROR)
+    self.assertEqual(tf.get_logger().level, python_logging.ERROR)
     logging.set_verbosity(logging.INFO)
+    with mock.patch.object(sys, 'argv', ['prog', '--verbose']):
+      cli.quiet_logs()  # --verbose: untouched.
+    self.assertEqual(logging.get_verbosity(), logging.INFO)
     flags.FLAGS['verbosity'].present = 1
     self.addCleanup(setattr, flags.FLAGS['verbosity'], 'present', 0)
-    cli.quiet_logs()
+    with mock.patch.object(sys, 'argv', ['prog']):
+      cli.quiet_logs()
     self.assertEqual(logging.get_verbosity(), logging.INFO)
 
   def test_fail_prints_one_line_and_exits_2(self):

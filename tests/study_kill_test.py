@@ -2,10 +2,10 @@
 times, then let finish, ends as an uninterrupted one does.
 
 The study is `experiments.epsilon_sweep` at test scale: a one-setting tuning
-grid (the choice cannot depend on fresh noise), DP-REC and DP-FedAvg with
-their no-noise controls, two seeds, two rounds, on the digits task. Its
-DP-REC and DP-FedAvg runs draw fresh noise by design; the controls are
-seeded. Kill moments come from `random.Random(seed)`; the seed is in every
+grid (the choice cannot depend on fresh noise), DP-FedAvg with its no-noise
+control, two seeds, two rounds, on the digits task. DP-FedAvg's runs draw
+fresh noise by design (as DP-REC's client seeds are fresh; a DP-REC run's
+own resume is `experiments_test.ResumeTest`'s); the controls are seeded. Kill moments come from `random.Random(seed)`; the seed is in every
 failure message, and `TFF_DPREC_KILL_SEED` sets another.
 """
 
@@ -26,7 +26,7 @@ from tests import support
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _SEED = int(os.environ.get('TFF_DPREC_KILL_SEED', '20261201'))
 _KILLS = 3
-_ARGS = ['--task=digits', '--aggregators=dp_rec,dp_fedavg', '--epsilons=8',
+_ARGS = ['--task=digits', '--aggregators=dp_fedavg', '--epsilons=8',
          '--num_seeds=2', '--grids=dp_fedavg: l2_clip=0.5', '--rounds=2']
 # What a killed writer may leave: `atomic_files`' and the ledger's temporary
 # names, checkpoint versions half written, the output folder's probe.
