@@ -407,7 +407,8 @@ def reference_gap(reference_dir) -> Optional[dict]:
     records = []
     for path in sorted(glob.glob(pattern)):
       with open(path) as f:
-        records.append(json.load(f)['record'])
+        saved = json.load(f)
+      records.append(dict(saved['record'], curve=saved['curve']))
     if not records:
       return None
     mean, se = _mean_se([r['final_metric'] for r in records])
@@ -475,7 +476,8 @@ def markdown(table, neighbours, reference, pending) -> str:
       meant += " (the paper's claim)"
     noise = ('-' if l['relative_noise'] is None else
              f"{l['relative_noise']:.3g}")
-    lost = f", {l['lost_rounds']} rounds lost" if l['lost_rounds'] else ''
+    lost = (f", {l['lost_rounds']} round{'s' * (l['lost_rounds'] != 1)} lost"
+            if l['lost_rounds'] else '')
     lines.append(
         f"| {l['label']} | {meant} | {l['accountant']} | "
         f"{_eps(l['spent_epsilon'])} | {_points(l['mean'], l['se'])[1:]} "
@@ -579,6 +581,9 @@ def plot_curves(path, table, records_by_row) -> None:
     if shown:
       ax.legend(fontsize=7, loc='upper center', bbox_to_anchor=(0.5, -0.12),
                 ncol=2, frameon=False)
+    else:
+      ax.text(0.5, 0.5, 'no runs finished yet', ha='center',
+              transform=ax.transAxes, color='grey')
   axes[0].set_ylabel('test accuracy (%), mean over seeds ± SE')
   fig.suptitle("Fashion-MNIST, the paper's MNIST protocol at its 1,000 "
                'rounds (B = 10, LeNet-5)', fontsize=11)

@@ -1,0 +1,135 @@
+"""`experiments.reproduce --part=attribution` (studies.attribution), with
+training, the task and the calibrations replaced by fakes."""
+
+import os
+from unittest import mock
+
+import tensorflow as tf
+
+from experiments.data import tasks as tasks_lib
+from experiments.infra import atomic_files
+from experiments.runner import jobs
+from experiments.runner import registry
+from experiments.runner import training
+from experiments.studies import attribution
+from experiments.studies import reproduce
+from experiments.studies import tune as tune_lib
+
+# Final accuracy by (aggregator, the row's distinguishing setting).
+_ACCURACY = {'dp_fedavg': 0.70, 'dp_rec': 0.66, registry.EXACT_SAMPLE: 0.67,
+             'ddgauss16': 0.62, 'fedavg': 0.88}
+
+
+def _record(config, seed):
+  name = config.aggregators[0]
+  metric = _ACCURACY[name] + 0.01 * seed
+  params = {}
+  if name == 'dp_fedavg':
+    params = dict(noise_multiplier=config.noise_multiplier or 2.85,
+                  l2_clip=config.l2_clip)
+  elif name in ('dp_rec', registry.EXACT_SAMPLE):
+    params = dict(clip_ratio=config.clip_ratio or 0.38, bits=4,
+                  l2_clip=0.001)
+  private = name in ('dp_fedavg', 'dp_rec', 'ddgauss16')
+  curve = [dict(round=r, metric=metric * r / 1000) for r in
+           range(0, 1001, 25)]
+  return dict(record=dict(
+      aggregator=name, seed=seed, final_metric=metric, params=params,
+      epsilon=config.target_epsilon if private else None,
+      clients_per_round=10, upload_gb=1e-3, seconds_per_round=1.0,
+      lost_rounds=0), curve=curve)
+
+
+class AttributionTest(tf.test.TestCase):
+
+  def setUp(self):
+    super().setUp()
+    self.trained = []  # (row folder, seeds) per training call.
+    self.done = {}  # row folder -> {seed: saved run}.
+
+    def train(config, print_fn=print):
+      del print_fn
+      self.trained.append((os.path.basename(config.output_dir),
+                           config.seeds, config.jobs))
+      for seed in config.seeds:
+        self.done.setdefault(config.output_dir, {})[seed] = _record(config,
+                                                                     seed)
+
+    def finished_runs(config):
+      return [self.done.get(config.output_dir, {})[s] for s in config.seeds
+              if s in self.done.get(config.output_dir, {})]
+
+    def tune(config, settings, path, print_fn=print):
+      del print_fn
+      results = {tune_lib.key(s): dict(mean=0.5 + 0.1 * (i == 1),
+                                       base=tune_lib.base_fingerprint(config))
+                 for i, s in enumerate(settings)}
+      atomic_files.write_json(path, results)
+      return results
+
+    task = mock.Mock(data_note='fake Fashion-MNIST', population=100)
+    for target, new in ((training, 'run'), (jobs, 'run')):
+      self.enter_context(mock.patch.object(target, new, train))
+    self.enter_context(mock.patch.object(training, 'finished_runs',
+                                         finished_runs))
+    self.enter_context(mock.patch.object(tune_lib, 'tune', tune))
+    self.enter_context(mock.patch.object(tasks_lib, 'create_task',
+                                         lambda *a, **k: task))
+    self.enter_context(mock.patch.object(
+        attribution, 'sound_epsilon_of_c', lambda task, base: lambda c: 6.15))
+
+  def test_trains_block_by_block_and_seed_by_seed(self):
+    out = self.create_tempdir().full_path
+    table = attribution.run(out, 'data', jobs=2, log=lambda *a: None)
+    first_rows = [folder for folder, seeds, _ in self.trained
+                  if seeds == (0, 1)]
+    # The epsilon-3 rows' first two seeds come before any row's third.
+    third = next(i for i, (_, seeds, _) in enumerate(self.trained)
+                 if seeds[0] == 2)
+    self.assertEqual(first_rows[:9], [r.key for r in attribution.all_rows()
+                                      if r.block == 'eps3'])
+    self.assertGreaterEqual(third, 9)
+    for folder, seeds, job_count in self.trained:
+      self.assertEqual(job_count, len(seeds))  # Two side by side, or one.
+    by = {l['key']: l for l in table}
+    self.assertLen(by['paper_dp_rec_eps3']['per_seed'], 5)
+    self.assertLen(by['paper_dp_fedavg_eps3']['per_seed'], 3)
+    # The paper rows train at the sound epsilon of the paper's c.
+    self.assertEqual(by['paper_dp_rec_eps3']['spent_epsilon'], 6.15)
+    self.assertEqual(by['paper_dp_fedavg_eps3']['spent_epsilon'], 3.0)
+    with open(os.path.join(out, 'attribution.md')) as f:
+      text = f.read()
+    self.assertIn("| DP-REC - its exact-sample control, the paper's c (REC's "
+                  'cost under noise) | 3 | -1.00 ± 1.00 |', text)
+    self.assertIn("| DP-REC - DP-FedAvg, the paper's parameters | 3 | -3.00 "
+                  '± 0.91 | -2.89 | -12.6 |', text)
+    self.assertIn('dp_fedavg l2_clip=0.0025: 50.00, l2_clip=0.005: 60.00, '
+                  'l2_clip=0.01: 50.00 (the choice is best)', text)
+    self.assertNotIn('Not finished yet', text)
+    for name in ('attribution.csv', 'attribution_curves.png'):
+      self.assertTrue(os.path.exists(os.path.join(out, name)))
+
+  def test_report_only_trains_nothing_and_lists_what_is_left(self):
+    out = self.create_tempdir().full_path
+    attribution.run(out, 'data', log=lambda *a: None, report_only=True)
+    self.assertEmpty(self.trained)
+    with open(os.path.join(out, 'attribution.md')) as f:
+      text = f.read()
+    self.assertIn("Not finished yet (rerun the command to train them): "
+                  "DP-FedAvg, paper's z at eps3 (0 of 3 seeds)", text)
+    self.assertIn('dp_fedavg not trained yet', text)
+
+  def test_flags(self):
+    out = self.create_tempdir().full_path
+    for argv in (['--part=attribution', '--training_seeds=3'],
+                 ['--part=utility', '--jobs=2'],
+                 ['--part=attribution', '--jobs=0']):
+      with self.assertRaises(SystemExit) as raised:
+        reproduce.main(argv + ['--output_dir', out])
+      self.assertEqual(raised.exception.code, 2, argv)
+    with self.assertRaisesRegex(ValueError, 'jobs must be a positive'):
+      attribution.run(out, jobs=0)
+
+
+if __name__ == '__main__':
+  tf.test.main()
