@@ -14,10 +14,12 @@ class CalibrationCacheTest(unittest.TestCase):
   def setUp(self):
     super().setUp()
     self.folder = tempfile.mkdtemp()
-    patcher = mock.patch.dict(os.environ,
-                              {calibration_cache.ENV: self.folder})
-    patcher.start()
-    self.addCleanup(patcher.stop)
+    for patcher in (
+        mock.patch.dict(os.environ, {calibration_cache.ENV: self.folder}),
+        # Each test a fresh process: nothing checked yet.
+        mock.patch.object(calibration_cache, '_CHECKED', set())):
+      patcher.start()
+      self.addCleanup(patcher.stop)
     self.calls = []
 
   def _calibrate(self, target_epsilon, x):
@@ -34,6 +36,53 @@ class CalibrationCacheTest(unittest.TestCase):
     self.assertEqual((first, second), (2.0, 2.0))
     self.assertEqual(self.calls, [2.0])  # Calibrated once.
     self.assertEqual(checked, [2.0])  # The hit was checked once.
+
+  def test_a_hit_is_checked_once_per_process_and_value(self):
+    checked = []
+    epsilon = lambda v: (checked.append(v), v / 2.0)[1]
+    for _ in range(3):
+      self.assertEqual(calibration_cache.calibrate(
+          't', self._calibrate, epsilon, 1.0, x=2.0), 2.0)
+    self.assertEqual(checked, [2.0])
+    # Another value under the key (another process wrote it) is checked.
+    (path,) = [os.path.join(self.folder, n) for n in os.listdir(self.folder)]
+    with open(path, 'w') as f:
+      json.dump({'value': 1.5}, f)
+    for _ in range(2):
+      self.assertEqual(calibration_cache.calibrate(
+          't', self._calibrate, epsilon, 1.0, x=2.0), 1.5)
+    self.assertEqual(checked, [2.0, 1.5])
+    self.assertEqual(self.calls, [2.0])
+
+  def test_remember_returns_a_cached_outcome_that_passes_its_check(self):
+    computed, asked = [], []
+
+    def compute():
+      computed.append(1)
+      return [3272, 5]
+
+    def check(value):
+      asked.append(value)
+      return value[0] > 3000
+
+    for _ in range(3):
+      self.assertEqual(calibration_cache.remember('s', compute, check, b=40),
+                       [3272, 5])
+    self.assertEqual((len(computed), asked), (1, [[3272, 5]]))
+    calibration_cache.remember('s', compute, check, b=41)
+    self.assertEqual(len(computed), 2)  # Another key.
+    self.assertIsNone(calibration_cache.remember('n', lambda: None,
+                                                 lambda v: True))
+    self.assertIsNone(calibration_cache.remember(
+        'n', lambda: self.fail('recomputed'), lambda v: True))
+
+  def test_remember_recomputes_an_outcome_that_fails_its_check(self):
+    calibration_cache.remember('s', lambda: [10, 5], lambda v: True, b=40)
+    self.assertEqual(calibration_cache.remember(
+        's', lambda: [3272, 5], lambda v: v[0] > 3000, b=40), [3272, 5])
+    self.assertEqual(calibration_cache.remember(
+        's', lambda: self.fail('recomputed'), lambda v: v[0] > 3000, b=40),
+                     [3272, 5])  # The recomputed outcome was stored.
 
   def test_key_includes_arguments_and_target(self):
     epsilon = lambda v: 0.0
@@ -70,7 +119,9 @@ class CalibrationCacheTest(unittest.TestCase):
       for _ in range(2):
         calibration_cache.calibrate('t', self._calibrate, lambda v: 0.0, 1.0,
                                     x=2.0)
-    self.assertEqual(len(self.calls), 2)
+        calibration_cache.remember('s', lambda: self.calls.append(0),
+                                   lambda v: True)
+    self.assertEqual(len(self.calls), 4)
     self.assertEqual(os.listdir(self.folder), [])
 
   def test_fingerprint_covers_the_accountant_source(self):

@@ -102,7 +102,7 @@ class RunFrontierTest(tf.test.TestCase):
                       seed=s, clip_ratio=2.0, noise_stddev=0.1, l2_clip=0.2)
               for a in config.aggregators for s in config.seeds]
 
-    return task, plan_for, run
+    return task, calibrated_aggregator, run
 
   def test_tunes_on_validation_then_runs_on_test(self):
     calls = []
@@ -396,11 +396,12 @@ class ReportTest(tf.test.TestCase):
       # The planner needs the task's defaults filled in.
       self.assertEqual((config.rounds, config.clients_per_round), (5, 40))
       return types.SimpleNamespace(dp_rec=types.SimpleNamespace(
-          extra=dict(break_even_clients_per_round=3272)))
+          break_even=types.SimpleNamespace(clients_per_round=3272)))
 
     base = config_lib.RunConfig(task='stackoverflow_lr',
                                 aggregators=('dp_rec',), progress=False)
-    with mock.patch.object(training, 'calibrated_aggregator', plan_for), \
+    with mock.patch.object(training, 'calibrated_aggregator',
+                           calibrated_aggregator), \
         mock.patch.object(planning, 'plan_for_run', plan_for_run):
       self.assertEqual(frontier.predicted_break_even(task, base), 3272)
     self.assertEqual(seen, [('dp_rec', 40)])
@@ -408,7 +409,8 @@ class ReportTest(tf.test.TestCase):
     def refuse(*_):
       raise ValueError('epsilon 1 is out of reach')
     printed = []
-    with mock.patch.object(training, 'calibrated_aggregator', plan_for), \
+    with mock.patch.object(training, 'calibrated_aggregator',
+                           calibrated_aggregator), \
         mock.patch.object(planning, 'plan_for_run', refuse):
       self.assertIsNone(frontier.predicted_break_even(task, base,
                                                       printed.append))

@@ -1,4 +1,4 @@
-"""Tests for `tff_dprec.plan` and its command line."""
+"""Tests for `tff_dprec.plan`, its markdown and its command line."""
 
 from contextlib import redirect_stderr
 from contextlib import redirect_stdout
@@ -14,6 +14,8 @@ import numpy as np
 from experiments.studies import communication
 from tff_dprec import accounting
 from tff_dprec import plan as plan_lib
+from tff_dprec.plan import __main__ as plan_cli
+from tff_dprec.plan import markdown
 
 # A federation small enough to calibrate in seconds.
 _SMALL = dict(population=2000, clients_per_round=10, rounds=5,
@@ -23,7 +25,7 @@ _SMALL = dict(population=2000, clients_per_round=10, rounds=5,
 def _run_cli(argv):
   out = io.StringIO()
   with redirect_stdout(out):
-    plan_lib.main(argv)
+    plan_cli.main(argv)
   return out.getvalue()
 
 
@@ -221,7 +223,7 @@ class PlanTest(absltest.TestCase):
     p, common = self.plan, dict(population=2000, clients_per_round=10,
                                 rounds=5, delta=2000**-1.1)
     r = p.dp_rec
-    bits, groups = r.extra['bits'], r.extra['num_groups']
+    bits, groups = r.bits, r.num_groups
     c = r.parameter
     eps = lambda c: accounting.dp_rec_epsilon(  # pylint: disable=g-long-lambda
         clip_ratio=c, bits=bits, num_groups=groups, **common)
@@ -234,7 +236,7 @@ class PlanTest(absltest.TestCase):
         noise_multiplier=z, **common), 2.0)
     self.assertGreater(accounting.dp_fedavg_epsilon(
         noise_multiplier=z * 0.9999, **common), 2.0)
-    z_rdp = p.dp_fedavg.extra['rdp_parameter']
+    z_rdp = p.dp_fedavg.rdp_noise_multiplier
     self.assertGreater(z_rdp, z)  # RDP is looser than the PLD.
     self.assertLessEqual(accounting.dp_fedavg_epsilon(
         noise_multiplier=z_rdp, accounting='rdp', **common), 2.0)
@@ -242,7 +244,7 @@ class PlanTest(absltest.TestCase):
     self.assertLessEqual(accounting.ddgauss_epsilon(
         noise_multiplier=g.parameter, l2_clip=1.0, bits=16, dimension=1000,
         **common), 2.0)
-    self.assertAlmostEqual(r.extra['local_epsilon'],
+    self.assertAlmostEqual(r.local_epsilon,
                            accounting.dp_rec_local_epsilon(
                                clip_ratio=c, delta=2000**-1.1, bits=bits,
                                num_groups=groups))
@@ -255,11 +257,11 @@ class PlanTest(absltest.TestCase):
                            p.dp_fedavg.parameter / 10)
     self.assertAlmostEqual(p.ddgauss.relative_noise,
                            p.ddgauss.parameter / 10)
-    self.assertEqual(p.dp_rec.upload_bits, 64 + p.dp_rec.extra['bits'])
+    self.assertEqual(p.dp_rec.upload_bits, 64 + p.dp_rec.bits)
     self.assertEqual(p.dp_fedavg.upload_bits, 32 * 1000)
     self.assertEqual(p.ddgauss.upload_bits, 16 * 1000)
     self.assertEqual(p.dp_fedavg.download_bits, 32 * 1000)
-    self.assertEqual(p.dp_rec.extra['full_bits'], 32 * 1000)  # SGD.
+    self.assertEqual(p.dp_rec.full_bits, 32 * 1000)  # SGD.
     self.assertAlmostEqual(
         p.dp_rec.download_bits, plan_lib.expected_history_download_bits(
             population=2000, clients_per_round=10, rounds=5,
@@ -268,18 +270,19 @@ class PlanTest(absltest.TestCase):
   def test_break_even_is_the_smallest(self):
     p = self.fixed
     target = p.dp_fedavg.relative_noise
-    found = p.dp_rec.extra['break_even_clients_per_round']
+    self.assertTrue(p.dp_rec.break_even_searched)
+    found = p.dp_rec.break_even.clients_per_round
     self.assertGreater(found, 10)
-    self.assertEqual(p.dp_rec.extra['break_even_bits'], 4)
-    self.assertLessEqual(p.dp_rec.extra['break_even_relative_noise'],
-                         target)
+    self.assertEqual(p.dp_rec.break_even.bits, 4)
+    self.assertLessEqual(p.dp_rec.break_even.relative_noise, target)
     # One client fewer, calibrated afresh, misses.
     c = plan_lib.Calibrations(p.federation).dp_rec_clip_ratio(found - 1, 4, 1)
     self.assertGreater(plan_lib.dp_rec_relative_noise(c, found - 1), target)
-    self.assertEqual(p.dp_rec.extra['break_even_upload_bits_per_round'],
+    self.assertEqual(p.dp_rec.break_even.upload_bits_per_round,
                      found * (64 + 4))
-    self.assertFalse(p.dp_rec.extra['bits_from_c'])
-    self.assertIsNone(p.dp_rec.extra['bits_margin_met'])
+    self.assertFalse(p.dp_rec.bits_from_c)
+    self.assertIsNone(p.dp_rec.bits_margin_met)
+    self.assertIsNone(p.dp_rec.break_even.bits_margin_met)
 
   def test_json_and_text(self):
     out = self.plan.to_json()
@@ -295,10 +298,83 @@ class PlanTest(absltest.TestCase):
     self.assertIn('rdp_parameter', out['dp_fedavg'])
     json.dumps(out)
     out = self.fixed.to_json()
-    text = '\n'.join(plan_lib.format_plan(self.fixed))
+    text = '\n'.join(markdown.format_plan(self.fixed))
     self.assertIn(f"B'={out['dp_rec']['break_even_clients_per_round']:,}",
                   text)
     self.assertIn('| DP-FedAvg | pld |', text)
+
+
+def _hand_made_plan(**dp_rec):
+  """A plan built from its records (no calibration), DP-REC's overridden."""
+  fed = plan_lib.Federation(2000, 10, 5, 2.0, 2000**-1.1, 1000)
+  rec = dict(parameter=1.5, relative_noise=1 / (1.5 * math.sqrt(10)),
+             upload_bits=69, download_bits=1234.5, num_groups=1,
+             bits_from_c=True, full_bits=32000, bits=5, bits_margin_met=True,
+             outside_idealisation=False, local_epsilon=3.0)
+  rec.update(dp_rec)
+  return plan_lib.Plan(
+      fed, plan_lib.DpRecPlan(**rec),
+      plan_lib.DpFedAvgPlan(parameter=0.5, relative_noise=0.05,
+                            upload_bits=32000, download_bits=32000,
+                            rdp_noise_multiplier=0.6),
+      plan_lib.DdgaussPlan(parameter=0.8191790560783655,
+                           relative_noise=0.08191790560783655,
+                           upload_bits=16000, download_bits=32000, bits=16,
+                           l2_clip=1.0))
+
+
+_BREAK_EVEN = plan_lib.BreakEven(
+    clients_per_round=3272, clip_ratio=1.5103, bits=5, bits_margin_met=False,
+    outside_idealisation=True, relative_noise=0.0116,
+    upload_bits_per_round=3272 * 69, download_bits_per_round=4.66e9)
+
+
+class MarkdownTest(absltest.TestCase):
+
+  def test_every_parameter_has_six_digits(self):
+    p = _hand_made_plan()
+    text = '\n'.join(markdown.format_plan(p))
+    self.assertIn('| DP-REC | pld | c=1.5 |', text)
+    self.assertIn('| DP-FedAvg | pld | z=0.5 |', text)
+    self.assertIn('| DDGauss16 | rdp | z=0.819179 |', text)
+    self.assertEqual(p.to_json()['ddgauss']['parameter'], 0.8191790560783655)
+
+  def test_warnings_and_the_break_even(self):
+    p = _hand_made_plan(bits_margin_met=False, outside_idealisation=True,
+                        break_even_searched=True, break_even=_BREAK_EVEN)
+    lines = markdown.format_plan(p)
+    warnings = [l for l in lines if l.startswith('WARNING')]
+    self.assertLen(warnings, 4)
+    self.assertLen([w for w in warnings if 'at the break-even' in w], 2)
+    self.assertIn("DP-REC break-even: B'=3,272 clients per round (c=1.5103, "
+                  '5 bits)', lines[-1])
+    out = p.to_json()['dp_rec']
+    self.assertEqual(out['break_even_clients_per_round'], 3272)
+    self.assertIs(out['break_even_bits_margin_met'], False)
+
+  def test_no_break_even(self):
+    searched = _hand_made_plan(break_even_searched=True)
+    self.assertIn('DP-REC break-even: none up to N=2,000',
+                  markdown.format_plan(searched)[-1])
+    self.assertIsNone(
+        searched.to_json()['dp_rec']['break_even_clients_per_round'])
+    not_searched = _hand_made_plan()
+    self.assertNotIn('break-even', '\n'.join(
+        markdown.format_plan(not_searched)))
+    self.assertNotIn('break_even_clients_per_round',
+                     not_searched.to_json()['dp_rec'])
+
+  def test_out_of_reach(self):
+    p = _hand_made_plan(parameter=None, relative_noise=None,
+                        download_bits=None, bits=None, bits_margin_met=None,
+                        outside_idealisation=None, local_epsilon=None,
+                        error='no c meets it')
+    lines = markdown.format_plan(p)
+    self.assertIn('| DP-REC | pld | out of reach | - | - | 69 | - |', lines)
+    self.assertEqual(lines[-1], 'DP-REC: no c meets it')
+    self.assertEqual(set(p.to_json()['dp_rec']), {
+        'parameter_name', 'parameter', 'accountant', 'relative_noise',
+        'upload_bits', 'download_bits', 'num_groups', 'error'})
 
 
 class CliTest(parameterized.TestCase):

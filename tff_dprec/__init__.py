@@ -13,8 +13,9 @@ TensorFlow; `aggregators`, `learning` and `history` load TFF.
 * `accounting`: the privacy accountants and calibration.
 * `history`: server-to-client history compression and client replay.
 * `plan`: will DP-REC pay in a federation? Each mechanism's calibration,
-  noise and traffic, and DP-REC's break-even clients per round
-  (`python -m tff_dprec.plan`; no TensorFlow).
+  noise and traffic, and DP-REC's break-even clients per round, as a typed
+  `Plan`; `plan.markdown` formats it, `python -m tff_dprec.plan` prints it
+  (no TensorFlow).
 """
 
 import importlib

@@ -6,9 +6,13 @@ result by the calibration's name, its arguments and a hash of the
 accountants' source (tff_dprec/accounting/*.py and the dp_accounting
 version), stores it as one small JSON file per key (written atomically, so
 concurrent processes are safe), and on a hit re-evaluates epsilon at the
-cached value once: a value whose epsilon exceeds the target is never
+cached value once per process (a value read again under the same key, as
+when the planner asks for the calibrations the run's aggregators made, is
+not evaluated again): a value whose epsilon exceeds the target is never
 returned (it is recomputed). The cache only saves time; every value it
 returns was checked against the target by the current accountant.
+`remember` keeps a search's outcome over such calibrations (the planner's
+break-even) the same way, checked by the caller's test.
 
 A resumed run pins the values it started with (`pinned`): another machine's
 calibration can differ from them in the last bits (FFTs round differently),
@@ -27,7 +31,7 @@ import json
 import math
 import os
 import tempfile
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 ENV = 'TFF_DPREC_CALIBRATION_CACHE'
 _DEFAULT = os.path.join('~', '.cache', 'tff_dprec', 'calibrations')
@@ -37,6 +41,8 @@ _DEFAULT = os.path.join('~', '.cache', 'tff_dprec', 'calibrations')
 # different.
 LAST_BITS_RTOL = 1e-9
 _PINS = []
+# (key, value as JSON) of the cached values this process has checked.
+_CHECKED = set()
 
 
 def same_but_last_bits(a, b) -> bool:
@@ -105,25 +111,69 @@ def calibrate(name: str, calibrate_fn: Callable[..., float],
   folder = directory()
   key = None
   if folder is not None:
-    key = hashlib.sha256(json.dumps(
-        [name, accountant_fingerprint(), float(target_epsilon), kwargs],
-        sort_keys=True, default=repr).encode()).hexdigest()
-    cached = _read(os.path.join(folder, key + '.json'))
-    if cached is not None and epsilon_fn(cached) <= target_epsilon:
-      return _pin(cached, epsilon_fn, target_epsilon)
+    key = _key([name, accountant_fingerprint(), float(target_epsilon),
+                kwargs])
+    found, cached = _read(os.path.join(folder, key + '.json'))
+    if (found and isinstance(cached, (int, float)) and
+        _checked(key, float(cached),
+                 lambda v: epsilon_fn(v) <= target_epsilon)):
+      return _pin(float(cached), epsilon_fn, target_epsilon)
   value = calibrate_fn(target_epsilon=target_epsilon, **kwargs)
   if key is not None:
     _write(folder, key, value)
   return _pin(value, epsilon_fn, target_epsilon)
 
 
+def remember(name: str, compute_fn: Callable[[], Any],
+             check_fn: Callable[[Any], bool], **kwargs) -> Any:
+  """`compute_fn()`, a search's outcome over calibrations, cached.
+
+  Keyed as `calibrate`'s values are (`name`, `kwargs`, the accountants'
+  fingerprint); a cached value is returned only where `check_fn(value)`
+  holds (asked once per process), else it is recomputed.
+
+  Args:
+    name: The outcome (part of the key), e.g. 'plan_dp_rec_break_even'.
+    compute_fn: Computes it: None, a number, or a list of them (what JSON
+      gives back as it was).
+    check_fn: Whether a cached value may be returned.
+    **kwargs: Everything the outcome depends on (part of the key; must be
+      JSON-serialisable).
+  """
+  folder = directory()
+  if folder is None:
+    return compute_fn()
+  key = _key([name, accountant_fingerprint(), kwargs])
+  found, cached = _read(os.path.join(folder, key + '.json'))
+  if found and _checked(key, cached, check_fn):
+    return cached
+  value = compute_fn()
+  _write(folder, key, value)
+  return value
+
+
+def _key(parts):
+  return hashlib.sha256(json.dumps(parts, sort_keys=True,
+                                   default=repr).encode()).hexdigest()
+
+
+def _checked(key, value, check_fn):
+  """check_fn(value), asked once per process for each key and value."""
+  seen = (key, json.dumps(value))
+  if seen not in _CHECKED:
+    if not check_fn(value):
+      return False
+    _CHECKED.add(seen)
+  return True
+
+
 def _read(path):
+  """(found, the stored value); (False, None) for a missing or bad file."""
   try:
     with open(path) as f:
-      value = json.load(f)['value']
+      return True, json.load(f)['value']
   except (OSError, ValueError, KeyError, TypeError):
-    return None
-  return float(value) if isinstance(value, (int, float)) else None
+    return False, None
 
 
 def _write(folder, key, value):

@@ -6,8 +6,14 @@ match it. The planner calibrates each mechanism with its default accountant
 (PLD for DP-REC and DP-FedAvg, RDP for DDGauss) and DP-REC's bits from c,
 whatever `--accounting`, `--clip_ratio` or `--bits` the run itself uses: it
 answers "what would the defaults give here". Calibrations go through the
-run's on-disk cache (`calibration_cache`), under the keys the plans use.
+run's on-disk cache (`calibration_cache`), under the names and keys the
+aggregators' builders (`registry`) use, and so does the outcome of the
+break-even search: a run planned before finds every value there, each
+checked against the target once per process.
 """
+
+import functools
+import hashlib
 
 import tensorflow as tf
 
@@ -17,11 +23,19 @@ from tff_dprec import accounting
 from tff_dprec import history
 from tff_dprec import plan as plan_lib
 from tff_dprec import sizes
+from tff_dprec.plan import markdown as plan_markdown
+from tff_dprec.plan import planner as plan_planner
+from tff_dprec.plan import search as plan_search
 
 
 class CachedCalibrations(plan_lib.Calibrations):
-  """`plan_lib.Calibrations` through the experiments' calibration cache."""
+  """`plan_lib.Calibrations` through the experiments' calibration cache.
 
+  Each value is asked of the cache once per instance, as the base class
+  computes each once.
+  """
+
+  @functools.lru_cache(maxsize=None)
   def dp_rec_clip_ratio(self, clients_per_round, bits, num_groups):
     fed = self.federation
     common = dict(population=fed.population,
@@ -34,6 +48,7 @@ class CachedCalibrations(plan_lib.Calibrations):
             clip_ratio=c, rounds=fed.rounds, **message, **common),
         fed.target_epsilon, rounds=fed.rounds, **message, **common))
 
+  @functools.lru_cache(maxsize=None)
   def dp_fedavg_noise(self, accountant):
     fed = self.federation
     return accounting.round_up(calibration_cache.calibrate(
@@ -44,6 +59,7 @@ class CachedCalibrations(plan_lib.Calibrations):
         fed.target_epsilon, rounds=fed.rounds, accounting=accountant,
         **_common(fed)))
 
+  @functools.lru_cache(maxsize=None)
   def ddgauss_noise(self, l2_clip, bits):
     fed = self.federation
     settings = dict(l2_clip=l2_clip, bits=bits, rounds=fed.rounds,
@@ -53,10 +69,38 @@ class CachedCalibrations(plan_lib.Calibrations):
         lambda z: accounting.ddgauss_epsilon(noise_multiplier=z, **settings),
         fed.target_epsilon, **settings)
 
+  def dp_rec_break_even(self, target_noise, bits, num_groups, at_b):
+    """The search's (B', bits) cached; c at B' from its own cache entry.
 
-def _common(fed):
-  return dict(population=fed.population,
-              clients_per_round=fed.clients_per_round, delta=fed.delta)
+    A cached B' is returned where DP-REC's c there, checked against the
+    target by its entry, still gives a relative noise within
+    `target_noise`; otherwise the search runs again.
+    """
+    fed = self.federation
+
+    def search():
+      found = super(CachedCalibrations, self).dp_rec_break_even(
+          target_noise, bits, num_groups, at_b)
+      return None if found is None else [found[0], found[2]]
+
+    def still_a_hit(found):
+      if found is None:
+        return True  # No B' <= N: nothing calibrated to check.
+      clients, chosen = found
+      return plan_search.dp_rec_relative_noise(
+          self.dp_rec_clip_ratio(clients, chosen, num_groups),
+          clients) <= target_noise
+
+    found = calibration_cache.remember(
+        'plan_dp_rec_break_even', search, still_a_hit,
+        target_epsilon=fed.target_epsilon, target_noise=target_noise,
+        bits=bits, num_groups=num_groups, rounds=fed.rounds,
+        at_b=list(at_b), planner=_planner_fingerprint(), **_common(fed))
+    if found is None:
+      return None
+    clients, chosen = found
+    return clients, self.dp_rec_clip_ratio(clients, chosen,
+                                           num_groups), chosen
 
 
 def full_state_bits(task, config, server_lr, dimension) -> int:
@@ -98,6 +142,21 @@ def print_plan(task, config, dp_rec_plan, print_fn):
     return None
   print_fn(f'[{task.name}] The planner (python -m tff_dprec.plan) at this '
            'setting, before training:')
-  for line in plan_lib.format_plan(result):
+  for line in plan_markdown.format_plan(result):
     print_fn(f'[{task.name}] {line}')
   return result
+
+
+@functools.lru_cache(maxsize=1)
+def _planner_fingerprint() -> str:
+  """Hash of the planner's searches (a cached outcome is theirs)."""
+  digest = hashlib.sha256()
+  for module in (plan_planner, plan_search):
+    with open(module.__file__, 'rb') as f:
+      digest.update(f.read())
+  return digest.hexdigest()
+
+
+def _common(fed):
+  return dict(population=fed.population,
+              clients_per_round=fed.clients_per_round, delta=fed.delta)

@@ -593,7 +593,8 @@ def predicted_break_even(task, base, print_fn=print):
   except ValueError as e:
     print_fn(f'[frontier] the planner could not plan B = {REFERENCE[1]}: {e}')
     return None
-  return result.dp_rec.extra.get('break_even_clients_per_round')
+  found = result.dp_rec.break_even
+  return None if found is None else found.clients_per_round
 
 
 def main(argv):
