@@ -74,7 +74,7 @@ class ParseTest(tf.test.TestCase):
 class RunFrontierTest(tf.test.TestCase):
 
   def _fakes(self, calls):
-    """(task, plan_for, run): fakes that record the runs asked for."""
+    """(task, calibrated_aggregator, run): fakes that record the runs asked for."""
     # training, the plans and the task are fakes: this checks which runs the
     # frontier asks for and what it keeps, not what they learn.
     defaults = types.SimpleNamespace(
@@ -106,7 +106,7 @@ class RunFrontierTest(tf.test.TestCase):
 
   def test_tunes_on_validation_then_runs_on_test(self):
     calls = []
-    task, plan_for, run = self._fakes(calls)
+    task, calibrated_aggregator, run = self._fakes(calls)
     out = self.create_tempdir().full_path
     base = config_lib.RunConfig(task='stackoverflow_lr',
                                 aggregators=('dp_rec', 'dp_fedavg'),
@@ -115,7 +115,7 @@ class RunFrontierTest(tf.test.TestCase):
     grids = frontier.parse_grids('dp_rec@80: clip=0.1,0.2,0.4', points)
     printed = []
     with mock.patch.object(training, 'run', run), \
-        mock.patch.object(training, 'calibrated_aggregator', plan_for), \
+        mock.patch.object(training, 'calibrated_aggregator', calibrated_aggregator), \
         mock.patch.object(tasks_lib, 'create_task', lambda *a, **k: task):
       done, context, label = frontier.run_frontier(
           base, points, grids, tune_seeds=1, print_fn=printed.append)
@@ -153,7 +153,7 @@ class RunFrontierTest(tf.test.TestCase):
         rounds=5, clients_per_round=2, bits=None, grouping='network',
         noise_stddev=0.006, l2_clip=0.2, eval_every=10, client_lr=0.1)
     task = types.SimpleNamespace(defaults=defaults, population=1000)
-    plan_for = lambda *a: types.SimpleNamespace(params=dict(clip_ratio=2.0))
+    calibrated_aggregator = lambda *a: types.SimpleNamespace(params=dict(clip_ratio=2.0))
 
     def run(config, print_fn=print, context_out=None):
       del print_fn, context_out
@@ -168,7 +168,7 @@ class RunFrontierTest(tf.test.TestCase):
     grids = frontier.parse_grids('dp_rec@80: clip=0.1,0.2,0.4; '
                                  'dp_rec@160: clip=0.1,0.2', points)
     with mock.patch.object(training, 'run', run), \
-        mock.patch.object(training, 'calibrated_aggregator', plan_for), \
+        mock.patch.object(training, 'calibrated_aggregator', calibrated_aggregator), \
         mock.patch.object(tasks_lib, 'create_task', lambda *a, **k: task):
       # Tune B = 80 only (its test runs are faked below).
       frontier.tune_point(base, 'dp_rec', 80, [
@@ -180,7 +180,7 @@ class RunFrontierTest(tf.test.TestCase):
     def no_training(*a, **k):
       raise AssertionError('report_only trained')
     with mock.patch.object(training, 'run', no_training), \
-        mock.patch.object(training, 'calibrated_aggregator', plan_for), \
+        mock.patch.object(training, 'calibrated_aggregator', calibrated_aggregator), \
         mock.patch.object(training, 'finished_records',
                           lambda c: finished[c.clients_per_round]), \
         mock.patch.object(training, 'reference_context',
@@ -221,14 +221,14 @@ class RunFrontierTest(tf.test.TestCase):
                       clip_ratio=2.0, noise_stddev=0.1, l2_clip=0.2)
               for s in config.seeds]
 
-    plan_for = lambda *a: types.SimpleNamespace(params=dict(clip_ratio=2.0))
+    calibrated_aggregator = lambda *a: types.SimpleNamespace(params=dict(clip_ratio=2.0))
     base = config_lib.RunConfig(
         task='stackoverflow_lr', aggregators=('dp_rec',), num_seeds=1,
         output_dir=self.create_tempdir().full_path, progress=False)
     points = frontier.parse_points('dp_rec: 80')
     printed = []
     with mock.patch.object(training, 'run', run), \
-        mock.patch.object(training, 'calibrated_aggregator', plan_for), \
+        mock.patch.object(training, 'calibrated_aggregator', calibrated_aggregator), \
         mock.patch.object(tasks_lib, 'create_task', lambda *a, **k: task):
       done, _, _ = frontier.run_frontier(
           base, points, frontier.parse_grids('dp_rec@80: clip=0.1,0.2',

@@ -63,14 +63,14 @@ class RealImagesTest(parameterized.TestCase):
                 seconds_per_round=1.0, params={}))
       return records
 
-    return task, plan_for, run
+    return task, calibrated_aggregator, run
 
   def test_tunes_then_trains_every_row_and_writes_the_table(self):
     calls = []
-    task, plan_for, run = self._fakes(calls)
+    task, calibrated_aggregator, run = self._fakes(calls)
     out = self.create_tempdir().full_path
     with mock.patch.object(training, 'run', run), \
-        mock.patch.object(training, 'calibrated_aggregator', plan_for), \
+        mock.patch.object(training, 'calibrated_aggregator', calibrated_aggregator), \
         mock.patch.object(tasks_lib, 'create_task', lambda *a, **k: task):
       cells = real_images.run(out, 'data', rounds=300, seeds=2,
                               log=lambda *a: None)
@@ -117,7 +117,7 @@ class RealImagesTest(parameterized.TestCase):
 
   def test_report_only_trains_nothing_and_lists_what_is_left(self):
     calls = []
-    task, plan_for, run = self._fakes(calls)
+    task, calibrated_aggregator, run = self._fakes(calls)
     out = self.create_tempdir().full_path
 
     def must_not_train(*a, **k):
@@ -129,7 +129,7 @@ class RealImagesTest(parameterized.TestCase):
         return run(config) if config.aggregators[0] in finished else []
       with mock.patch.object(training, 'run', must_not_train), \
           mock.patch.object(training, 'finished_records', finished_records), \
-          mock.patch.object(training, 'calibrated_aggregator', plan_for), \
+          mock.patch.object(training, 'calibrated_aggregator', calibrated_aggregator), \
           mock.patch.object(tasks_lib, 'create_task', lambda *a, **k: task):
         real_images.run(out, 'data', rounds=300, seeds=2,
                         log=lambda *a: None, report_only=True)
@@ -148,7 +148,7 @@ class RealImagesTest(parameterized.TestCase):
                   'finished)', table)
     # Tuned (by a training pass), then a report with some rows finished.
     with mock.patch.object(training, 'run', run), \
-        mock.patch.object(training, 'calibrated_aggregator', plan_for), \
+        mock.patch.object(training, 'calibrated_aggregator', calibrated_aggregator), \
         mock.patch.object(tasks_lib, 'create_task', lambda *a, **k: task):
       real_images.tune_methods(real_images.base_config(out, 'data', 300, 2),
                                lambda *a: None)
@@ -190,10 +190,10 @@ class RealImagesTest(parameterized.TestCase):
   def test_tuning_seeds_sets_the_seeds_per_setting(self, tuning_seeds, says,
                                                    score):
     calls = []
-    task, plan_for, run = self._fakes(calls)
+    task, calibrated_aggregator, run = self._fakes(calls)
     out = self.create_tempdir().full_path
     with mock.patch.object(training, 'run', run), \
-        mock.patch.object(training, 'calibrated_aggregator', plan_for), \
+        mock.patch.object(training, 'calibrated_aggregator', calibrated_aggregator), \
         mock.patch.object(tasks_lib, 'create_task', lambda *a, **k: task):
       real_images.run(out, 'data', rounds=300, seeds=2, log=lambda *a: None,
                       tuning_seeds=tuning_seeds)

@@ -319,7 +319,7 @@ class EpsilonSweepTest(tf.test.TestCase):
     self.assertEqual(epsilon_sweep.choose({}, []), {})
 
   def _sweep_fakes(self, calls):
-    """(task, plan_for, run): fakes that record the runs asked for."""
+    """(task, calibrated_aggregator, run): fakes that record the runs asked for."""
     # training, the plans and the task are replaced by fakes: this checks
     # which runs the sweep asks for, not what they learn.
     defaults = types.SimpleNamespace(
@@ -348,18 +348,18 @@ class EpsilonSweepTest(tf.test.TestCase):
                    params=dict(clip_ratio=2.0, bits=5), metric_label='m')
               for a in config.aggregators for s in config.seeds]
 
-    return task, plan_for, run
+    return task, calibrated_aggregator, run
 
   def test_run_sweep_tunes_on_validation_and_runs_points_on_test(self):
     calls = []
-    task, plan_for, run = self._sweep_fakes(calls)
+    task, calibrated_aggregator, run = self._sweep_fakes(calls)
     out = self.create_tempdir().full_path
     base = config_lib.RunConfig(task='stackoverflow_lr',
                                 aggregators=('dp_rec',), output_dir=out,
                                 num_seeds=3, progress=False)
     printed = []
     with mock.patch.object(training, 'run', run), \
-        mock.patch.object(training, 'calibrated_aggregator', plan_for), \
+        mock.patch.object(training, 'calibrated_aggregator', calibrated_aggregator), \
         mock.patch.object(tasks_lib, 'create_task',
                           lambda *a, **k: task):
       points, context, label = epsilon_sweep.run_sweep(

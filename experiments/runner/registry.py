@@ -525,7 +525,7 @@ for _spec in (
 ):
   register(_spec)
 
-for _base in ('dp_rec', 'dp_fedavg', 'ddgauss16', 'ddgauss12'):
+for _base in ('dp_rec', 'dp_fedavg', DP_FEDAVG_RDP, 'ddgauss16', 'ddgauss12'):
   register(AggregatorSpec(
       _base + NO_NOISE_SUFFIX, private=False, supports_history=False,
       needs_test_context=False, sampling=get(_base).sampling,

@@ -2,8 +2,8 @@
 
 `run(config)` trains each aggregator of a `RunConfig` in turn, for each of
 its seeds, the way `tff.simulation.run_training_process` splits its loop:
-calibrate every aggregator before any trains (`plan_for`), build each once
-(`_build_aggregator`), then per seed set up (`_start_seed`), resume
+calibrate every aggregator before any trains (`calibrated_aggregator`),
+build each once (`_build_aggregator`), then per seed set up (`_start_seed`), resume
 (`_resume`), rounds (`_run_round`), evaluation, and the record
 (`_final_record`). Privacy spent is recorded in
 the `PrivacyLedger` before each round runs.
