@@ -132,34 +132,8 @@ def main(argv=None):
   parts = tuple(p for p in args.part.split(',') if p)
   real_data = tuple(p for p in parts if p in REAL_DATA_PARTS)
   parts = tuple(p for p in parts if p not in REAL_DATA_PARTS)
-  config = None
   try:
-    if args.report_only and (parts or not real_data):
-      raise ValueError(f'--report_only applies to --part=fashion_mnist or '
-                       f'attribution alone, found --part={args.part}.')
-    if args.jobs is not None and (
-        'attribution' not in real_data or args.jobs < 1):
-      raise ValueError(f'--jobs applies to --part=attribution and must be '
-                       f'at least 1, found --jobs={args.jobs} with '
-                       f'--part={args.part}.')
-    if 'attribution' in real_data and args.training_seeds is not None:
-      raise ValueError('--training_seeds does not apply to '
-                       '--part=attribution (its rows have fixed seeds: 5 '
-                       f'for DP-REC and its controls, 3 for the others), '
-                       f'found --training_seeds={args.training_seeds}.')
-    if args.tuning_seeds is not None and REAL_DATA_PART not in real_data:
-      raise ValueError(f'--tuning_seeds applies to --part=fashion_mnist, '
-                       f'found --part={args.part}.')
-    if args.tuning_seeds is not None and args.tuning_seeds < 1:
-      raise ValueError(f'--tuning_seeds must be at least 1, found '
-                       f'{args.tuning_seeds}.')
-    if args.rounds is not None and args.rounds < 2:
-      raise ValueError(f'--rounds must be at least 2, found {args.rounds}.')
-    if parts or not real_data:
-      config = paper.ReproduceConfig(
-          output_dir=args.output_dir, parts=parts, quick=args.quick,
-          data_dir=args.data_dir, sampling_seeds=args.sampling_seeds,
-          training_seeds=args.training_seeds or 3)
+    config = _checked_config(args, parts, real_data)
   except ValueError as e:
     parser.error(str(e))
   cli_lib.quiet_logs()
@@ -174,6 +148,40 @@ def main(argv=None):
           f'{time.time() - start:.1f} s.')
   for part in real_data:
     _real_data(args, log, part)
+
+
+def _checked_config(args, parts, real_data):
+  """The ReproduceConfig of the non-real-data parts (None if none); raises
+  ValueError naming the flag and value for a combination that does not
+  apply."""
+  config = None
+  if args.report_only and (parts or not real_data):
+    raise ValueError(f'--report_only applies to --part=fashion_mnist or '
+                     f'attribution alone, found --part={args.part}.')
+  if args.jobs is not None and (
+      'attribution' not in real_data or args.jobs < 1):
+    raise ValueError(f'--jobs applies to --part=attribution and must be '
+                     f'at least 1, found --jobs={args.jobs} with '
+                     f'--part={args.part}.')
+  if 'attribution' in real_data and args.training_seeds is not None:
+    raise ValueError('--training_seeds does not apply to '
+                     '--part=attribution (its rows have fixed seeds: 5 '
+                     f'for DP-REC and its controls, 3 for the others), '
+                     f'found --training_seeds={args.training_seeds}.')
+  if args.tuning_seeds is not None and REAL_DATA_PART not in real_data:
+    raise ValueError(f'--tuning_seeds applies to --part=fashion_mnist, '
+                     f'found --part={args.part}.')
+  if args.tuning_seeds is not None and args.tuning_seeds < 1:
+    raise ValueError(f'--tuning_seeds must be at least 1, found '
+                     f'{args.tuning_seeds}.')
+  if args.rounds is not None and args.rounds < 2:
+    raise ValueError(f'--rounds must be at least 2, found {args.rounds}.')
+  if parts or not real_data:
+    config = paper.ReproduceConfig(
+        output_dir=args.output_dir, parts=parts, quick=args.quick,
+        data_dir=args.data_dir, sampling_seeds=args.sampling_seeds,
+        training_seeds=args.training_seeds or 3)
+  return config
 
 
 REAL_DATA_PART = 'fashion_mnist'
