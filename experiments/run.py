@@ -86,6 +86,11 @@ _SERVER_OPTIMIZER = flags.DEFINE_enum(
 _SERVER_MOMENTUM = flags.DEFINE_float(
     'server_momentum', None, 'Server SGD momentum (sgdm; task default).')
 _PROGRESS = flags.DEFINE_bool('progress', True, 'Show a progress bar.')
+_PLAN = flags.DEFINE_bool(
+    'plan', True,
+    "Print the planner's lines (python -m tff_dprec.plan at this setting: "
+    'DP-REC against the baselines, its break-even) before training; '
+    '--noplan skips them.')
 _VERBOSE = cli_lib.define_verbose_flag()
 _DOWNLINK = flags.DEFINE_enum(
     'downlink', 'auto', ['auto', 'history', 'full'],
@@ -203,9 +208,9 @@ def main(argv):
   from experiments.runner import training  # pylint: disable=g-import-not-at-top
   try:
     if config.jobs > 1:
-      jobs.run(config, print_plan=True)
+      jobs.run(config, print_plan=_PLAN.value)
     else:
-      training.run(config, print_plan=True)
+      training.run(config, print_plan=_PLAN.value)
   except (tasks.MissingDataError,
           checkpoints.CheckpointConfigMismatchError,
           ledger.PrivacyLedgerError, ledger.LedgerConfigMismatchError,

@@ -20,14 +20,16 @@ CLIENTS_TO_SERVER = frozenset([
 ])
 
 
-def run_cli(args, env_extra=None, timeout=600):
-  """`python -m experiments.run --noprogress --num_seeds=1 *args`."""
+def run_cli(args, env_extra=None, timeout=600, plan=False):
+  """`python -m experiments.run --noprogress --num_seeds=1 *args`, with
+  `--noplan` unless `plan` (the planner's lines are planning_test's and the
+  main job's; cold, they cost a run more than its rounds)."""
   env = dict(os.environ)
   env.pop(KILL_ENV, None)
   env.update(env_extra or {})
   return subprocess.run(
       [sys.executable, '-m', 'experiments.run', '--noprogress',
-       '--num_seeds=1'] + args,
+       '--num_seeds=1'] + ([] if plan else ['--noplan']) + args,
       cwd=REPO, capture_output=True, text=True, timeout=timeout, env=env)
 
 
