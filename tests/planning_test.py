@@ -14,10 +14,7 @@ from experiments.runner import config as config_lib
 from experiments.runner import planning
 from experiments.runner import registry
 from tff_dprec import accounting
-from tff_dprec.accounting import accountings
-from tff_dprec.accounting import dp_rec_accountant
-
-_DP_REC_ACCOUNTANT = dp_rec_accountant.DpRecAccountant
+from tests import support
 
 _AGGREGATORS = ('dp_rec', 'dp_fedavg', 'ddgauss16')
 _CALIBRATIONS = ('calibrate_clip_ratio', 'calibrate_dp_fedavg_noise',
@@ -36,10 +33,8 @@ class PlanningTest(absltest.TestCase):
         # A fresh process: nothing checked yet.
         mock.patch.object(calibration_cache, '_CHECKED', set()),
         # What is under test (what is calibrated, cached, checked and
-        # equal) does not depend on the accountant's values: DP-REC's RDP
-        # bound stands in for its PLD, about 100 times faster to evaluate.
-        mock.patch.object(dp_rec_accountant, 'DpRecAccountant',
-                          _rdp_for_pld)):
+        # equal) does not depend on the accountant's values.
+        support.dp_rec_rdp_for_pld()):
       patcher.start()
       self.addCleanup(patcher.stop)
     self.task = types.SimpleNamespace(
@@ -119,13 +114,6 @@ class PlanningTest(absltest.TestCase):
                            side_effect=_lowering(found.clients_per_round)):
       again = planning.plan_for_run(self.task, self.config, dp_rec_plan)
     self.assertEqual(again, first)
-
-
-def _rdp_for_pld(accounting=accountings.DEFAULT_ACCOUNTING, **kwargs):  # pylint: disable=redefined-outer-name
-  """`DpRecAccountant`, with the RDP accountant where the PLD is asked."""
-  if accounting == accountings.PLD:
-    accounting = accountings.RDP
-  return _DP_REC_ACCOUNTANT(accounting=accounting, **kwargs)
 
 
 def _lowering(clients):

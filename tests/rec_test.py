@@ -35,6 +35,19 @@ def _encode_many(value, *, prior_stddev, bits, num, seed_offset=0,
   return seeds, np.array(indices)
 
 
+def _decode_many(seeds, indices, *, prior_stddev, bits, dim):
+  """The decoded candidates of (seed, index) pairs, stacked (one trace)."""
+
+  @tf.function
+  def one(index, seed):
+    return rec.decode(index, prior_stddev=prior_stddev, bits=bits, dim=dim,
+                      seed=seed)
+
+  return np.stack([
+      one(tf.constant(int(i), tf.int64), tf.constant(seed)).numpy()
+      for seed, i in zip(seeds, indices)])
+
+
 class GoldenVectorsTest(tf.test.TestCase):
 
   def test_decode_matches_golden_vectors(self):
@@ -148,10 +161,7 @@ class CodecTest(tf.test.TestCase, parameterized.TestCase):
     s, num, dim = 0.7, 2000, 3
     seeds, indices = _encode_many(np.zeros(dim), prior_stddev=s, bits=6,
                                   num=num)
-    samples = np.stack([
-        rec.decode(i, prior_stddev=s, bits=6, dim=dim, seed=seed).numpy()
-        for seed, i in zip(seeds, indices)
-    ])
+    samples = _decode_many(seeds, indices, prior_stddev=s, bits=6, dim=dim)
     var = samples.var(axis=0, ddof=1)
     # Sample variance of n normals has standard error s^2 sqrt(2/(n-1));
     # 5 standard errors: fails by chance with probability ~1e-6 per coord.
@@ -167,10 +177,7 @@ class CodecTest(tf.test.TestCase, parameterized.TestCase):
     value = np.array([0.4, -0.3, 0.0], np.float32)
     seeds, indices = _encode_many(value, prior_stddev=s, bits=bits, num=num,
                                   seed_offset=10**6)
-    samples = np.stack([
-        rec.decode(i, prior_stddev=s, bits=bits, dim=3, seed=seed).numpy()
-        for seed, i in zip(seeds, indices)
-    ])
+    samples = _decode_many(seeds, indices, prior_stddev=s, bits=bits, dim=3)
     zeta = np.tanh(samples / s)
     nodes, weights = np.polynomial.hermite_e.hermegauss(80)
     expected = np.array([
