@@ -22,8 +22,8 @@ run: setup
 # The timeout (TERM, then KILL a minute later) bounds the suite; TFF's
 # worker_binary processes die with pytest (experiments/infra/worker_reaper.py).
 # One pytest-xdist worker per core; most of the suite is single-threaded
-# TFF tracing and CLI subprocesses (2 cores: 12 min 43 s against 21 min 17 s
-# with one worker). The 30 slowest tests are listed at the end.
+# TFF tracing and CLI subprocesses, so two workers on two cores take about
+# half the time of one. The 30 slowest tests are listed at the end.
 test: setup
 	timeout --kill-after=60 3000 $(PY) -m pytest -q -n auto --dist worksteal --durations=30 tests
 
