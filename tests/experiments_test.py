@@ -4,6 +4,7 @@ import collections
 import csv
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -100,6 +101,49 @@ class DirichletSplitTest(tf.test.TestCase):
     joined = np.sort(np.concatenate(parts))
     np.testing.assert_array_equal(joined, np.arange(500))
     self.assertTrue(all(len(p) > 0 for p in parts))
+
+
+class EvaluationTest(tf.test.TestCase):
+
+  def test_the_reused_model_evaluates_as_a_fresh_one(self):
+    # `evaluate` keeps one model and traced forward pass per task. After TFF
+    # has built and run a process (graphs traced from other models), and for
+    # weights that differ, it must still equal a fresh model's evaluation.
+    task = tasks.create_task('digits', self.create_tempdir().full_path)
+
+    def fresh(weights):
+      model = task.baseline.model_fn()
+      weights.assign_weights_to(model)
+      metric = tf.keras.metrics.SparseCategoricalAccuracy()
+      loss_sum, count = 0.0, 0
+      for x, y in task.baseline.datasets.get_centralized_test_data():
+        output = model.forward_pass((x, y), training=False)
+        loss_sum += float(output.loss) * int(output.num_examples)
+        count += int(output.num_examples)
+        metric.update_state(y, output.predictions)
+      return {'accuracy': float(metric.result()),
+              'loss': loss_sum / count, 'num_examples': count}
+
+    initial = tff.learning.models.ModelWeights.from_model(
+        task.baseline.model_fn())
+    before = tasks.evaluate(task, initial)
+    process = tff.learning.algorithms.build_weighted_fed_avg(
+        task.baseline.model_fn,
+        client_optimizer_fn=tff.learning.optimizers.build_sgdm(0.5))
+    state = process.initialize()
+    data = task.baseline.datasets
+    clients = [data.train_data.create_tf_dataset_for_client(c).apply(
+        data.train_preprocess_fn) for c in data.train_data.client_ids[:4]]
+    state = process.next(state, clients).state
+    trained = process.get_model_weights(state)
+    after = tasks.evaluate(task, trained)
+    self.assertNotEqual(after['loss'], before['loss'])
+    for got, weights in ((after, trained),
+                         (tasks.evaluate(task, initial), initial)):
+      want = fresh(weights)
+      self.assertEqual(got['num_examples'], want['num_examples'])
+      self.assertAllClose(got, want, rtol=1e-6, atol=0)
+    self.assertEqual(tasks.evaluate(task, initial), before)
 
 
 class DigitsSplitTest(tf.test.TestCase):
@@ -868,7 +912,7 @@ class ResumeTest(tf.test.TestCase):
     return (args_for(output_dir, os.path.join(cls._killed_dir, 'data')),
             output_dir)
 
-  def _args(self, output_dir, data_dir, aggregators='dp_rec,fedavg'):
+  def _args(self, output_dir, data_dir, aggregators='dp_rec'):
     return ['--task=digits', f'--aggregators={aggregators}', '--rounds=5',
             '--clients_per_round=4', '--target_epsilon=8', '--eval_every=2',
             '--insecure_test_seed=11', f'--output_dir={output_dir}',
@@ -890,10 +934,12 @@ class ResumeTest(tf.test.TestCase):
     # the kills cover the three phases (a round started, trained but not
     # saved, saved). After the kill that follows round 4's save, that
     # checkpoint is corrupted: the next process reports it, skips it and
-    # resumes after round 3. A DP-REC round trained and lost is
-    # test_lost_round_counts_as_spent_privacy's.
+    # resumes after round 3. (In insecure test mode the round trained and
+    # lost is rerun; its privacy cost is test_lost_round_counts_as_spent_
+    # privacy's.) A finished aggregator's record reused while another
+    # resumes is jobs_test's RunTest.
     output_dir = self.create_tempdir().full_path
-    kills = ('dp_rec:2:started', 'dp_rec:4:saved', 'fedavg:2:trained')
+    kills = ('dp_rec:2:started', 'dp_rec:4:saved', 'dp_rec:5:trained')
     for k, kill_at in enumerate(kills):
       killed = _run_cli(self._args(output_dir, data_dir),
                         {training.TEST_KILL_ENV: kill_at})
@@ -916,10 +962,8 @@ class ResumeTest(tf.test.TestCase):
     self.assertRegex(resumed.stdout, r'Compiled computations: [1-9]\d* from '
                      r'the cache')
     got = _summary(output_dir)
-    for name in ('dp_rec', 'fedavg'):
-      for key in _COMPARED:
-        self.assertEqual(got[name][key], reference[name][key],
-                         f'{name} {key}')
+    for key in _COMPARED:
+      self.assertEqual(got['dp_rec'][key], reference['dp_rec'][key], key)
     with open(os.path.join(output_dir, 'digits', 'dp_rec', 'seed0',
                            'metrics.csv')) as f:
       rounds = [int(r['round']) for r in csv.DictReader(f)]
@@ -1090,7 +1134,6 @@ class CliTest(parameterized.TestCase):
   @parameterized.named_parameters(
       ('unknown_task', ['--task=cifar'], 'unknown'),
       ('bits_zero', ['--bits=0'], 'bits'),
-      # Refused before any data is generated (it was a traceback, exit 1).
       ('bits_too_large', ['--bits=40'], 'bits must be in [1, 24]'),
       ('epsilon_zero', ['--target_epsilon=0'], 'target_epsilon'),
       ('unknown_aggregator', ['--aggregators=dp_rec,magic'], 'magic'),
@@ -1100,14 +1143,40 @@ class CliTest(parameterized.TestCase):
       ('ddgauss_on_workers', ['--workers=2'], 'DDGauss'),
       ('negative_verify', ['--verify_replay_clients=-1'],
        'verify_replay_clients'),
-      ('missing_real_data', ['--task=mnist', '--data_dir=/nonexistent'],
-       'mnist.npz'),
       ('duplicate_aggregators', ['--aggregators=dp_rec,fedavg,dp_rec'],
        'more than once'),
       ('unknown_flag', ['--epsilon=1'], 'epsilon'),
       ('noise_multiplier_out_of_range',
        ['--aggregators=dp_fedavg', '--noise_multiplier=1e6'],
        'noise_multiplier must be in'),
+      ('bad_population', ['--population=1'],
+       "--population must be 'stored' or an int >= 2, found '1'"),
+  )
+  def test_bad_flags_are_refused_before_anything_runs(self, flags, message):
+    # What `experiments.run` checks before it builds anything: absl's
+    # parser, then the flags' text, then `RunConfig`'s checks. Each of the
+    # three ways out is run as a command in test_bad_flags_exit_in_one_line.
+    from absl import flags as absl_flags  # pylint: disable=g-import-not-at-top
+    from experiments import run as run_lib  # pylint: disable=g-import-not-at-top
+    try:
+      with self.assertRaisesRegex((absl_flags.Error, TypeError, ValueError),
+                                  re.escape(message)):
+        absl_flags.FLAGS(['experiments.run', '--noprogress'] + flags)
+        run_lib.validate_flags()
+        run_lib.config_from_flags()
+    finally:
+      # Back to the defaults, parsed as conftest.py leaves them.
+      absl_flags.FLAGS.unparse_flags()
+      absl_flags.FLAGS.mark_as_parsed()
+
+  @parameterized.named_parameters(
+      # absl's parser, and RunConfig's checks.
+      ('unknown_flag', ['--epsilon=1'], 'epsilon'),
+      # Refused before any data is generated (it was a traceback, exit 1).
+      ('bits_too_large', ['--bits=40'], 'bits must be in [1, 24]'),
+      # Raised once the run starts: the data, the output folder, the budget.
+      ('missing_real_data', ['--task=mnist', '--data_dir=/nonexistent'],
+       'mnist.npz'),
       # Refused before anything trains (fedavg is listed first).
       ('noise_multiplier_over_budget',
        ['--task=digits', '--aggregators=fedavg,dp_fedavg', '--rounds=2',
@@ -1116,10 +1185,8 @@ class CliTest(parameterized.TestCase):
        'cannot be used'),
       ('output_unwritable', ['--task=digits', '--output_dir=/proc/out'],
        'cannot be used'),
-      ('bad_population', ['--population=1'],
-       "--population must be 'stored' or an int >= 2, found '1'"),
   )
-  def test_bad_flags(self, flags, message):
+  def test_bad_flags_exit_in_one_line(self, flags, message):
     # Issue 14: one line on stderr, exit code 2, no traceback, no help dump.
     data_dir = self.create_tempdir().full_path
     result = subprocess.run(

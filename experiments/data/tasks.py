@@ -73,6 +73,8 @@ class Task:
   # The training clients where they are not the TFF dataset's (on demand).
   client_ids: Any = None
   _dense: dict = dataclasses.field(default_factory=dict, repr=False)
+  # `evaluate_with_model`'s model and traced forward pass (`_evaluator`).
+  _evaluator: dict = dataclasses.field(default_factory=dict, repr=False)
 
   def learning_process(self, process):
     """`process` fed as `round_input` requires (ids or tensors)."""
@@ -291,13 +293,8 @@ def evaluate(task: Task, model_weights, max_examples: Optional[int] = None,
 
 def evaluate_with_model(task: Task, model_weights, data) -> dict[str, float]:
   """`evaluate` through the model's `forward_pass` on (x, y) batches."""
-  # A fresh model each time: TFF traces models in tf.compat.v1 graphs, which
-  # invalidates Keras models built before.
-  model = task.baseline.model_fn()
+  model, eval_step = _evaluator(task)
   model_weights.assign_weights_to(model)
-  eval_step = tf.function(
-      lambda batch: model.forward_pass(batch, training=False),
-      reduce_retracing=True)
   if task.metric == 'recall_at_5':
     metric = tf.keras.metrics.Recall(top_k=5)
   else:
@@ -313,6 +310,24 @@ def evaluate_with_model(task: Task, model_weights, data) -> dict[str, float]:
     metric.update_state(batch[1], output.predictions)
   return {task.metric: float(metric.result()),
           'loss': loss_sum / max(count, 1), 'num_examples': count}
+
+
+def _evaluator(task: Task):
+  """(model, its traced forward pass) for evaluation, made once per task.
+
+  Tracing the forward pass costs about 0.3 s, more than evaluating the
+  digits' test split; a run evaluates every `eval_every` rounds. The model
+  is built eagerly and only its variables change between calls
+  (`assign_weights_to`), so TFF's later tracing of other models in graphs
+  does not touch it (`tests/experiments_test.py`'s EvaluationTest).
+  """
+  if 'forward' not in task._evaluator:  # pylint: disable=protected-access
+    model = task.baseline.model_fn()
+    eval_step = tf.function(
+        lambda batch: model.forward_pass(batch, training=False),
+        reduce_retracing=True)
+    task._evaluator['forward'] = (model, eval_step)  # pylint: disable=protected-access
+  return task._evaluator['forward']  # pylint: disable=protected-access
 
 
 EVAL_BATCH = 2048
