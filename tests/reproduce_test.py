@@ -335,6 +335,26 @@ class QuickEndToEndTest(tf.test.TestCase):
           clip_ratio=params['clip_ratio'], delta=delta, bits=params['bits'],
           num_groups=params['num_groups']))
 
+  def test_a_setting_two_parts_share_trains_once(self):
+    # --quick's local-DP ablation runs DP-REC and DP-FedAvg centrally at
+    # epsilon 1 on SO-LR, the utility's setting: it takes the utility's runs.
+    runs = os.path.join(self.output_dir, 'runs')
+    self.assertTrue(os.path.isdir(os.path.join(runs, 'utility',
+                                               'stackoverflow_lr', 'eps1')))
+    self.assertFalse(os.path.exists(os.path.join(runs, 'ablation_local',
+                                                 'eps1')))
+    self.assertTrue(os.path.isdir(os.path.join(runs, 'ablation_local',
+                                               'eps1_fedavg_local')))
+    with open(os.path.join(self.output_dir, 'ablations.json')) as f:
+      entry = json.load(f)['local'][0]
+    for method in (paper.DP_REC, paper.DP_FEDAVG):
+      cell, = [c for c in self.cells
+               if c['quantity'] == 'metric' and c['method'] == method and
+               c['basis'].startswith('stackoverflow_lr')]
+      finals = [100 * r['final_metric'] for r in entry['runs'][method]]
+      self.assertLen(finals, 2)
+      self.assertAllClose(cell['ours'], np.mean(finals), rtol=1e-12)
+
   def test_paper_like_protocol_reproduces_dp_rec_communication(self):
     # A regression check of the finding in REPRODUCTION.md: the paper's
     # DP-REC totals are those of 32-bit seeds (within 3%, one seed).

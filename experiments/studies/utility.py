@@ -28,7 +28,9 @@ run on this machine.
     and with noise on each client's update (`_local_dp`). Each DP-FedAvg's
     central epsilon at its noise is reported too.
 
-Every run resumes from its checkpoints under `output_dir/runs/`, so an
+A setting that two parts share (the local-DP ablation's central runs and
+the utility's on SO-LR) is trained once per process (`_train`). Every run
+resumes from its checkpoints under `output_dir/runs/`, so an
 interrupted reproduction continues where it stopped.
 """
 
@@ -90,9 +92,27 @@ class Runs:
     return [r for r in self.records if r['aggregator'] == aggregator]
 
 
+# Runs this process trained, by setting (`_setting_key`): a part that asks
+# for runs another part trained at the same setting takes their records
+# (the local-DP ablation's central runs are the utility's on SO-LR).
+_TRAINED = {}
+
+
+def _setting_key(config, run_config) -> tuple:
+  """The reproduction's folder, and everything a run depends on but its
+  aggregators and its own folder."""
+  return config.output_dir, repr(sorted(
+      (k, v) for k, v in dataclasses.asdict(run_config).items()
+      if k not in ('aggregators', 'output_dir')))
+
+
 def _train(config, task: str, name: str, aggregators: Sequence[str],
            **overrides) -> Runs:
-  """Trains `aggregators` for `config.training_seeds` seeds (resumable)."""
+  """Trains `aggregators` for `config.training_seeds` seeds (resumable).
+
+  Runs of the same setting that this process trained before (under another
+  part's `name`) are taken from there, not trained again.
+  """
   from experiments.runner import config as config_lib  # pylint: disable=g-import-not-at-top
   from experiments.data import tasks  # pylint: disable=g-import-not-at-top
   from experiments.runner import training  # pylint: disable=g-import-not-at-top
@@ -110,13 +130,20 @@ def _train(config, task: str, name: str, aggregators: Sequence[str],
       task=task, aggregators=tuple(aggregators), num_seeds=seeds,
       output_dir=os.path.join(config.output_dir, 'runs', name),
       progress=False, **kwargs)
+  earlier = _TRAINED.get(_setting_key(config, run_config))
+  if earlier is not None and set(aggregators) <= {
+      r['aggregator'] for r in earlier.records}:
+    return dataclasses.replace(earlier, records=[
+        r for r in earlier.records if r['aggregator'] in aggregators])
   context = {}
   records = training.run(run_config, print_fn=lambda *args: None,
                          context_out=context)
   rounds = run_config.rounds or tasks.defaults(task).rounds
   first = records[0]
-  return Runs(records, f'{rounds} rounds x {first["clients_per_round"]} '
+  runs = Runs(records, f'{rounds} rounds x {first["clients_per_round"]} '
                        f'clients, {seeds} seeds', context, rounds)
+  _TRAINED[_setting_key(config, run_config)] = runs
+  return runs
 
 
 def _metric(records) -> tuple:
