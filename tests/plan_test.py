@@ -212,7 +212,18 @@ class PlanTest(absltest.TestCase):
     # Bits from c, no break-even, with the default accountants.
     cls.plan = plan_lib.plan(**_SMALL, with_break_even=False)
 
-  def test_parameters_are_the_accountants_calibrations(self):
+  def test_the_plan(self):
+    # One test of subtests: pytest-xdist's worksteal may split a class
+    # between its workers, and each would plan again.
+    for check in (
+        self._check_parameters_are_the_accountants_calibrations,
+        self._check_noise_and_traffic,
+        self._check_json_and_text,
+    ):
+      with self.subTest(check.__name__[len('_check_'):]):
+        check()
+
+  def _check_parameters_are_the_accountants_calibrations(self):
     p, common = self.plan, dict(population=2000, clients_per_round=10,
                                 rounds=5, delta=2000**-1.1)
     r = p.dp_rec
@@ -242,7 +253,7 @@ class PlanTest(absltest.TestCase):
                                clip_ratio=c, delta=2000**-1.1, bits=bits,
                                num_groups=groups))
 
-  def test_noise_and_traffic(self):
+  def _check_noise_and_traffic(self):
     p = self.plan
     self.assertAlmostEqual(p.dp_rec.relative_noise,
                            1 / (p.dp_rec.parameter * math.sqrt(10)))
@@ -260,7 +271,7 @@ class PlanTest(absltest.TestCase):
             population=2000, clients_per_round=10, rounds=5,
             message_bits=p.dp_rec.upload_bits, full_bits=32 * 1000))
 
-  def test_json_and_text(self):
+  def _check_json_and_text(self):
     out = self.plan.to_json()
     for name in ('dp_rec', 'dp_fedavg', 'ddgauss'):
       for field in ('parameter', 'relative_noise', 'upload_bits',
@@ -280,8 +291,8 @@ class BreakEvenPlanTest(absltest.TestCase):
   calibration). What is under test (the smallest B' whose relative noise
   meets DP-FedAvg's, its fields and text) does not depend on DP-REC's
   accountant: its RDP bound stands in for its PLD, about 100 times faster.
-  `test_parameters_are_the_accountants_calibrations` checks the planner's
-  values against the default accountants."""
+  PlanTest's `_check_parameters_are_the_accountants_calibrations` checks
+  the planner's values against the default accountants."""
 
   @classmethod
   def setUpClass(cls):
@@ -291,7 +302,17 @@ class BreakEvenPlanTest(absltest.TestCase):
     cls.addClassCleanup(patcher.stop)
     cls.fixed = plan_lib.plan(**_SMALL, bits=4)
 
-  def test_break_even_is_the_smallest(self):
+  def test_the_plan_with_its_break_even(self):
+    # One test of subtests: pytest-xdist's worksteal may split a class
+    # between its workers, and each would plan again.
+    for check in (
+        self._check_break_even_is_the_smallest,
+        self._check_json_and_text,
+    ):
+      with self.subTest(check.__name__[len('_check_'):]):
+        check()
+
+  def _check_break_even_is_the_smallest(self):
     p = self.fixed
     target = p.dp_fedavg.relative_noise
     self.assertTrue(p.dp_rec.break_even_searched)
@@ -308,7 +329,7 @@ class BreakEvenPlanTest(absltest.TestCase):
     self.assertIsNone(p.dp_rec.bits_margin_met)
     self.assertIsNone(p.dp_rec.break_even.bits_margin_met)
 
-  def test_json_and_text(self):
+  def _check_json_and_text(self):
     out = self.fixed.to_json()
     self.assertIn('break_even_clients_per_round', out['dp_rec'])
     json.dumps(out)

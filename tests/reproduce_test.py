@@ -218,7 +218,24 @@ class QuickEndToEndTest(tf.test.TestCase):
     with open(os.path.join(cls.output_dir, 'REPRODUCTION.md')) as f:
       cls.markdown = f.read()
 
-  def test_schema(self):
+  def test_quick_reproduction(self):
+    # One test of subtests: pytest-xdist's worksteal may split a class
+    # between its workers, and each would run the reproduction (most of
+    # this class's time) again.
+    for check in (
+        self._check_schema,
+        self._check_every_paper_number_in_the_output_is_the_papers,
+        self._check_markdown_shows_table1,
+        self._check_utility_cells_are_toy_runs_of_every_method,
+        self._check_bit_width_ablation_keeps_c_and_accounts_each_width,
+        self._check_local_dp_ablation_matches_dp_rec_local_epsilon,
+        self._check_a_setting_two_parts_share_trains_once,
+        self._check_paper_like_protocol_reproduces_dp_rec_communication,
+    ):
+      with self.subTest(check.__name__[len('_check_'):]):
+        check()
+
+  def _check_schema(self):
     self.assertNotEmpty(self.cells)
     for cell in self.cells:
       self.assertEqual(set(cell), _KEYS)
@@ -233,7 +250,7 @@ class QuickEndToEndTest(tf.test.TestCase):
       self.assertIn((task, paper.DP_REC), comm)
       self.assertIn((task, paper.DP_FEDAVG), comm)
 
-  def test_every_paper_number_in_the_output_is_the_papers(self):
+  def _check_every_paper_number_in_the_output_is_the_papers(self):
     lines = (_tex_lines() if os.path.exists(paper.PAPER_TEX) else None)
     with_paper = [c for c in self.cells if c['paper'] is not None]
     self.assertNotEmpty(with_paper)
@@ -245,7 +262,7 @@ class QuickEndToEndTest(tf.test.TestCase):
         self.assertIn(entry.tex, lines[entry.line - 1])
         self.assertEqual(_last_number(entry.tex), entry.value)
 
-  def test_markdown_shows_table1(self):
+  def _check_markdown_shows_table1(self):
     self.assertIn('## Table 1, side by side', self.markdown)
     for entry in filter(paper.in_table1, paper.PAPER):
       self.assertRegex(
@@ -260,7 +277,7 @@ class QuickEndToEndTest(tf.test.TestCase):
                  'ablations.json'):
       self.assertTrue(os.path.exists(os.path.join(self.output_dir, name)))
 
-  def test_utility_cells_are_toy_runs_of_every_method(self):
+  def _check_utility_cells_are_toy_runs_of_every_method(self):
     utility = [c for c in self.cells
                if c['quantity'] == 'metric' and
                not c['basis'].startswith('ablation')]
@@ -273,7 +290,7 @@ class QuickEndToEndTest(tf.test.TestCase):
       self.assertEqual(cell['paper'], paper.paper_value(
           'stackoverflow_lr', 'metric', cell['method'], 1))
 
-  def test_bit_width_ablation_keeps_c_and_accounts_each_width(self):
+  def _check_bit_width_ablation_keeps_c_and_accounts_each_width(self):
     from tff_dprec import accounting  # pylint: disable=g-import-not-at-top
     with open(os.path.join(self.output_dir, 'ablations.json')) as f:
       ablations = json.load(f)
@@ -295,7 +312,7 @@ class QuickEndToEndTest(tf.test.TestCase):
     self.assertLessEqual(reference, 3.0)
     self.assertGreater(reference, 3.0 * (1 - 1e-4))
 
-  def test_local_dp_ablation_matches_dp_rec_local_epsilon(self):
+  def _check_local_dp_ablation_matches_dp_rec_local_epsilon(self):
     from tff_dprec import accounting  # pylint: disable=g-import-not-at-top
     with open(os.path.join(self.output_dir, 'ablations.json')) as f:
       ablations = json.load(f)
@@ -335,7 +352,7 @@ class QuickEndToEndTest(tf.test.TestCase):
           clip_ratio=params['clip_ratio'], delta=delta, bits=params['bits'],
           num_groups=params['num_groups']))
 
-  def test_a_setting_two_parts_share_trains_once(self):
+  def _check_a_setting_two_parts_share_trains_once(self):
     # --quick's local-DP ablation runs DP-REC and DP-FedAvg centrally at
     # epsilon 1 on SO-LR, the utility's setting: it takes the utility's runs.
     runs = os.path.join(self.output_dir, 'runs')
@@ -355,7 +372,7 @@ class QuickEndToEndTest(tf.test.TestCase):
       self.assertLen(finals, 2)
       self.assertAllClose(cell['ours'], np.mean(finals), rtol=1e-12)
 
-  def test_paper_like_protocol_reproduces_dp_rec_communication(self):
+  def _check_paper_like_protocol_reproduces_dp_rec_communication(self):
     # A regression check of the finding in REPRODUCTION.md: the paper's
     # DP-REC totals are those of 32-bit seeds (within 3%, one seed).
     for cell in self.cells:
