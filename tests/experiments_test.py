@@ -267,7 +267,7 @@ class MainJobPipelineTest(tf.test.TestCase):
   def test_seeds_baselines_table_curves_and_tensorboard(self):
     data_dir = self.create_tempdir().full_path
     output_dir = self.create_tempdir().full_path
-    names = ['dp_rec', 'dp_fedavg', 'fedavg']
+    names = _MAIN_JOB
     records = training.run_experiment(
         task_name='stackoverflow_lr', aggregators=names, data_dir=data_dir,
         output_dir=output_dir, rounds=3, clients_per_round=4, num_seeds=2,
@@ -281,6 +281,24 @@ class MainJobPipelineTest(tf.test.TestCase):
     self._check_paired_seeds(task_dir, records, names)
     self._check_table(task_dir, data_dir, names)
     self._check_curves_and_tensorboard(task_dir, names)
+    self._check_traffic(records)
+
+  def _check_traffic(self, records):
+    """DP-REC's upload is its messages, its downlink their history."""
+    by_name = {r['aggregator']: r for r in records if r['seed'] == 5}
+    rec = by_name['dp_rec']
+    self.assertEqual(rec['data_source'], 'embedded')
+    # The 64-bit seed plus the index bits per client.
+    self.assertEqual(rec['upload_bits_per_client_round'],
+                     64 + rec['params']['total_bits'])
+    self.assertLess(rec['upload_bits_total'],
+                    by_name['dp_fedavg']['upload_bits_total'] / 100)
+    # R' for newcomers and the missed rounds' messages, against the model.
+    self.assertEqual(rec['downlink'], 'history')
+    self.assertLess(rec['download_bits_total'],
+                    by_name['dp_fedavg']['download_bits_total'] / 100)
+    for name in ('dp_fedavg', 'fedavg'):
+      self.assertEqual(by_name[name]['downlink'], 'full')
 
   def _check_read_back(self, data_dir, output_dir, names, records):
     """`finished_records` reads the runs back, trains and writes nothing."""
@@ -372,74 +390,17 @@ class MainJobPipelineTest(tf.test.TestCase):
 # controls (they share one builder; tests/controls_test.py covers each).
 # StackOverflow takes those its checks compare; digits (a model of several
 # tensors, so several DP-REC groups) takes DP-REC and the rest.
-_SMOKE_STACKOVERFLOW = ['dp_rec', 'rec', 'dp_fedavg', 'ddgauss16', 'fedavg']
+# MainJobPipelineTest trains these on SO-LR; SmokeTest the others on digits.
+_MAIN_JOB = ['dp_rec', 'dp_fedavg', 'fedavg']
 _SMOKE_DIGITS = ['dp_rec'] + [
     n for n in registry.names()
-    if registry.control_of(n) is None and n not in _SMOKE_STACKOVERFLOW
+    if registry.control_of(n) is None and n not in _MAIN_JOB
 ] + ['dp_rec_no_noise']
 
 
 class SmokeTest(tf.test.TestCase):
-  """Two rounds of every aggregator on tiny data (each on one task)."""
-
-  def test_stackoverflow_compared_aggregators(self):
-    data_dir = self.create_tempdir().full_path
-    output_dir = self.create_tempdir().full_path
-    records = training.run_experiment(
-        task_name='stackoverflow_lr', aggregators=_SMOKE_STACKOVERFLOW,
-        data_dir=data_dir, output_dir=output_dir, rounds=2,
-        clients_per_round=4, target_epsilon=8.0, bits=8, grouping=2000,
-        eval_every=1, progress=False, embedded_config=_TINY,
-        print_fn=lambda *a: None)
-    _check_outputs(self, os.path.join(output_dir, 'stackoverflow_lr'),
-                   records, 2, 8.0)
-    by_name = {r['aggregator']: r for r in records}
-    self.assertEqual(by_name['dp_rec']['data_source'], 'embedded')
-    # DP-REC's upload is the 64-bit seed plus the index bits per client.
-    self.assertEqual(by_name['dp_rec']['upload_bits_per_client_round'],
-                     64 + by_name['dp_rec']['params']['total_bits'])
-    self.assertLess(by_name['dp_rec']['upload_bits_total'],
-                    by_name['dp_fedavg']['upload_bits_total'] / 100)
-    # REC-based aggregators send histories; the replayed clients' models
-    # equal the server's bit for bit.
-    for name in ('dp_rec', 'rec'):
-      record = by_name[name]
-      self.assertEqual(record['downlink'], 'history')
-      self.assertEqual(record['replay_mismatches'], 0)
-      self.assertGreaterEqual(record['replay_checks'], 3)
-      self.assertEqual(record['replay_max_abs_diff'], 0.0)
-      # First round: R' only; second round: R' plus one round of 4 messages
-      # for newcomers, one round alone for returning clients.
-      self.assertLess(record['download_bits_total'],
-                      by_name['dp_fedavg']['download_bits_total'] / 100)
-    for name in ('dp_fedavg', 'ddgauss16', 'fedavg'):
-      self.assertEqual(by_name[name]['downlink'], 'full')
-
-  def test_history_download_bits_come_from_the_messages(self):
-    output_dir = self.create_tempdir().full_path
-    records = training.run_experiment(
-        task_name='digits', aggregators=['dp_rec'],
-        data_dir=self.create_tempdir().full_path, output_dir=output_dir,
-        rounds=3, clients_per_round=4, target_epsilon=8.0, eval_every=10,
-        progress=False, verify_clients=2, print_fn=lambda *a: None)
-    record = records[0]
-    message = record['upload_bits_per_client_round']
-    with open(os.path.join(output_dir, 'digits', 'dp_rec', 'seed0',
-                           'metrics.csv')) as f:
-      rows = list(csv.DictReader(f))
-    downloads = [int(r['download_bits']) for r in rows]
-    # Round 1: each distinct client gets R' (64 bits) only.
-    self.assertEqual(downloads[0] % 64, 0)
-    self.assertBetween(downloads[0], 64, 4 * 64)
-    # Later rounds: R' for newcomers, plus a 32-bit count and 4 messages per
-    # missed round.
-    for t, bits in enumerate(downloads[1:], start=1):
-      rest = bits % (32 + 4 * message)
-      self.assertEqual(rest % 64, 0, f'round {t + 1}: {bits}')
-      self.assertGreater(bits, 0)
-    self.assertEqual(sum(downloads), record['download_bits_total'])
-    self.assertEqual(record['replay_mismatches'], 0)
-    self.assertEqual(record['full_downlinks'], 0)
+  """A few rounds of every aggregator on tiny data (MainJobPipelineTest
+  trains the main job's on SO-LR)."""
 
   def test_full_downlink_for_dp_rec(self):
     output_dir = self.create_tempdir().full_path
@@ -468,9 +429,40 @@ class SmokeTest(tf.test.TestCase):
     records = training.run_experiment(
         task_name='digits', aggregators=_SMOKE_DIGITS,
         data_dir=self.create_tempdir().full_path, output_dir=output_dir,
-        rounds=2, clients_per_round=5, target_epsilon=8.0, eval_every=1,
-        progress=False, print_fn=lambda *a: None)
-    _check_outputs(self, os.path.join(output_dir, 'digits'), records, 2, 8.0)
+        rounds=3, clients_per_round=4, target_epsilon=8.0, eval_every=1,
+        progress=False, verify_clients=2, print_fn=lambda *a: None)
+    _check_outputs(self, os.path.join(output_dir, 'digits'), records, 3, 8.0)
+    by_name = {r['aggregator']: r for r in records}
+    # REC-based aggregators send histories; the replayed clients' models
+    # equal the server's bit for bit.
+    for name in ('dp_rec', 'rec'):
+      record = by_name[name]
+      self.assertEqual(record['downlink'], 'history')
+      self.assertEqual(record['replay_mismatches'], 0)
+      self.assertGreaterEqual(record['replay_checks'], 2)
+      self.assertEqual(record['replay_max_abs_diff'], 0.0)
+      self.assertEqual(record['full_downlinks'], 0)
+    for name in ('ddgauss16', 'dp_fedavg_rdp'):
+      self.assertEqual(by_name[name]['downlink'], 'full')
+    self._check_history_bits(output_dir, by_name['dp_rec'])
+
+  def _check_history_bits(self, output_dir, record):
+    """Each round's download bits come from the messages sent."""
+    message = record['upload_bits_per_client_round']
+    with open(os.path.join(output_dir, 'digits', 'dp_rec', 'seed0',
+                           'metrics.csv')) as f:
+      rows = list(csv.DictReader(f))
+    downloads = [int(r['download_bits']) for r in rows]
+    # Round 1: each distinct client gets R' (64 bits) only.
+    self.assertEqual(downloads[0] % 64, 0)
+    self.assertBetween(downloads[0], 64, 4 * 64)
+    # Later rounds: R' for newcomers, plus a 32-bit count and 4 messages per
+    # missed round.
+    for t, bits in enumerate(downloads[1:], start=1):
+      rest = bits % (32 + 4 * message)
+      self.assertEqual(rest % 64, 0, f'round {t + 1}: {bits}')
+      self.assertGreater(bits, 0)
+    self.assertEqual(sum(downloads), record['download_bits_total'])
 
   def test_embedded_stackoverflow_is_learnable(self):
     # FedAvg beats always predicting the most frequent tags, clearly.
