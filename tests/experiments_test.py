@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+from unittest import mock
 
 from absl.testing import parameterized
 import numpy as np
@@ -1091,6 +1092,32 @@ class ResumeTest(tf.test.TestCase):
     fresh = _run_cli(args[:2] + ['--rounds=4', '--noresume'] + args[3:])
     self.assertEqual(fresh.returncode, 0, fresh.stderr[-3000:])
     self.assertEqual(_summary(output_dir)['fedavg']['rounds'], 4)
+
+
+class ContextRenewalTest(tf.test.TestCase):
+
+  def test_a_fresh_context_mid_run_changes_nothing(self):
+    # `training._renew_context` starts a fresh worker every CONTEXT_ROUNDS
+    # rounds (TFF's worker can grow with every round). In insecure test mode
+    # DP-REC is deterministic: with a renewal after round 2 (and none after
+    # the last round) it must compute what a run without one computes.
+    data_dir = self.create_tempdir().full_path
+    common = dict(task_name='digits', aggregators=['dp_rec'],
+                  data_dir=data_dir, rounds=3, clients_per_round=4,
+                  target_epsilon=8.0, eval_every=10, progress=False,
+                  insecure_test_seed=3, print_fn=lambda *a: None)
+    whole = training.run_experiment(
+        output_dir=self.create_tempdir().full_path, **common)[0]
+    with mock.patch.object(training, 'CONTEXT_ROUNDS', 2), \
+        mock.patch.object(execution, 'set_context',
+                          wraps=execution.set_context) as set_context:
+      renewed = training.run_experiment(
+          output_dir=self.create_tempdir().full_path, **common)[0]
+    # Once to build, once after round 2.
+    self.assertEqual(set_context.call_count, 2)
+    for key in _COMPARED:
+      self.assertEqual(renewed[key], whole[key], key)
+    self.assertEqual(renewed['replay_mismatches'], 0)
 
 
 class DistributedTest(tf.test.TestCase):
