@@ -1097,10 +1097,11 @@ class ResumeTest(tf.test.TestCase):
 class ContextRenewalTest(tf.test.TestCase):
 
   def test_a_fresh_context_mid_run_changes_nothing(self):
-    # `training._renew_context` starts a fresh worker every CONTEXT_ROUNDS
-    # rounds (TFF's worker can grow with every round). In insecure test mode
-    # DP-REC is deterministic: with a renewal after round 2 (and none after
-    # the last round) it must compute what a run without one computes.
+    # A run starts a fresh context (and worker) every
+    # execution.CONTEXT_ROUNDS rounds (TFF's worker can grow every round).
+    # In insecure test mode DP-REC is deterministic: with a renewal after
+    # round 2 (and none after the last round) it must compute what a run
+    # without one computes.
     data_dir = self.create_tempdir().full_path
     common = dict(task_name='digits', aggregators=['dp_rec'],
                   data_dir=data_dir, rounds=3, clients_per_round=4,
@@ -1108,7 +1109,7 @@ class ContextRenewalTest(tf.test.TestCase):
                   insecure_test_seed=3, print_fn=lambda *a: None)
     whole = training.run_experiment(
         output_dir=self.create_tempdir().full_path, **common)[0]
-    with mock.patch.object(training, 'CONTEXT_ROUNDS', 2), \
+    with mock.patch.object(execution, 'CONTEXT_ROUNDS', 2), \
         mock.patch.object(execution, 'set_context',
                           wraps=execution.set_context) as set_context:
       renewed = training.run_experiment(

@@ -48,9 +48,6 @@ TEST_KILL_ENV = 'TFF_DPREC_TEST_KILL'
 TEST_TRACE_ENV = 'TFF_DPREC_TEST_TRACE'
 
 
-# Rounds between fresh execution contexts (`_renew_context`).
-CONTEXT_ROUNDS = 50
-
 # Wall time of each phase of the current `run` (printed at its end).
 _PHASES = collections.Counter()
 
@@ -433,8 +430,10 @@ def _train_seed(task, config, built, task_dir, print_fn):
       run_.checkpointer.save(round_num, state, progress.to_driver())
     _maybe_kill(run_.name, round_num, 'saved')
     report.update_bar(bar, run_, progress, row)
-    if round_num % CONTEXT_ROUNDS == 0 and round_num < config.rounds:
-      _renew_context(run_)
+    if (round_num % execution.CONTEXT_ROUNDS == 0 and
+        round_num < config.rounds and not config.workers):
+      with _timed('fresh context'):
+        execution.set_context(run_.plan)
   if bar is not None:
     bar.close()
   if progress.stopped:
@@ -447,25 +446,6 @@ def _train_seed(task, config, built, task_dir, print_fn):
            f'rounds={progress.completed} '
            f'{record["seconds_per_round"]:.2f} s/round')
   return record, progress.curve
-
-
-def _renew_context(run_) -> None:
-  """A fresh local execution context, its worker started anew.
-
-  TFF's C++ worker grows with every round of TFF's DP-FedAvg (the cause
-  is inside TFF and was not found): on Fashion-MNIST by 20 to 40 MB a
-  round, to 13.6 GB by round 930, and two such runs filled this machine's
-  memory (FedAvg's worker stays near 0.6 GB). A fresh context frees it.
-  The run's state and history live outside the worker, and every random op
-  seeds itself afresh when its worker starts (PrivacyOfTheTrainingProcess
-  Test), so no draw repeats; in insecure test mode the run computes what
-  it would without a renewal (ContextRenewalTest). On `--workers` the
-  pool's workers stay.
-  """
-  if run_.config.workers:
-    return
-  with _timed('fresh context'):
-    execution.set_context(run_.plan)
 
 
 def _start_seed(task, config, built, task_dir, print_fn):
