@@ -1121,6 +1121,30 @@ class ContextRenewalTest(tf.test.TestCase):
     self.assertEqual(renewed['replay_mismatches'], 0)
 
 
+  def test_a_fresh_worker_draws_afresh(self):
+    # The same computation, in the worker before a renewal and in the fresh
+    # one after: DP-REC's seed word and a Gaussian like DP-FedAvg's noise
+    # (both stateful ops with seed = seed2 = 0) must not start over. A seed
+    # baked into the graph would give both workers the same draws.
+    from tff_dprec import rec  # pylint: disable=g-import-not-at-top
+    draw = tff.tensorflow.computation(lambda: (
+        rec.fresh_int64([4]), tf.random.normal([4])))
+    plan = registry.build(
+        'fedavg', value_type=tff.TensorType(np.float32, [3]), population=10,
+        clients_per_round=2, rounds=1, target_epsilon=None, delta=None,
+        bits=None, grouping='tensor', noise_stddev=None, l2_clip=None)
+    try:
+      draws = []
+      for _ in range(2):
+        execution.set_context(plan)
+        draws.append(draw())
+    finally:
+      tff.backends.native.set_sync_local_cpp_execution_context()
+    (words_before, normal_before), (words_after, normal_after) = draws
+    self.assertEmpty(set(words_before.tolist()) & set(words_after.tolist()))
+    self.assertNotAllClose(normal_before, normal_after)
+
+
 class DistributedTest(tf.test.TestCase):
   """Two loopback TFF workers give the local results."""
 
