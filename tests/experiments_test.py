@@ -616,8 +616,10 @@ class PrivacyOfTheTrainingProcessTest(tf.test.TestCase):
           task, plan, 0.05, tff.learning.optimizers.build_sgdm(1.0))
       ops = _stateful_random_ops(
           tff.framework.ConcreteComputation.get_proto(process.next))
-      if name != 'ddgauss16':  # DDGauss's draws are stateless, seeded at run
-        self.assertNotEmpty(ops, name)  # time from a timestamp.
+      # DDGauss's noise is drawn by stateless samplers whose seeds come from
+      # stateful ops (tfp's sanitize_seed); its rounding's seeds come from
+      # a timestamp.
+      self.assertNotEmpty(ops, name)
       for op, seeds in ops:
         self.assertEqual(seeds, (0, 0), f'{name}: {op}')
 
