@@ -73,8 +73,8 @@ class Task:
   # The training clients where they are not the TFF dataset's (on demand).
   client_ids: Any = None
   _dense: dict = dataclasses.field(default_factory=dict, repr=False)
-  # `evaluate_with_model`'s model and traced forward pass (`_evaluator`).
-  _evaluator: dict = dataclasses.field(default_factory=dict, repr=False)
+  # `evaluate_with_model`'s (model, traced forward pass), made once.
+  _evaluator: Any = dataclasses.field(default=None, repr=False)
 
   def learning_process(self, process):
     """`process` fed as `round_input` requires (ids or tensors)."""
@@ -321,13 +321,13 @@ def _evaluator(task: Task):
   (`assign_weights_to`), so TFF's later tracing of other models in graphs
   does not touch it (`tests/experiments_test.py`'s EvaluationTest).
   """
-  if 'forward' not in task._evaluator:  # pylint: disable=protected-access
+  # pylint: disable=protected-access
+  if task._evaluator is None:
     model = task.baseline.model_fn()
-    eval_step = tf.function(
+    task._evaluator = (model, tf.function(
         lambda batch: model.forward_pass(batch, training=False),
-        reduce_retracing=True)
-    task._evaluator['forward'] = (model, eval_step)  # pylint: disable=protected-access
-  return task._evaluator['forward']  # pylint: disable=protected-access
+        reduce_retracing=True))
+  return task._evaluator
 
 
 EVAL_BATCH = 2048

@@ -102,7 +102,7 @@ def _setting_key(config, run_config) -> tuple:
   """The reproduction's folder, and everything a run depends on but its
   aggregators and its own folder."""
   return config.output_dir, repr(sorted(
-      (k, v) for k, v in dataclasses.asdict(run_config).items()
+      (k, v) for k, v in run_config.asdict().items()
       if k not in ('aggregators', 'output_dir')))
 
 
