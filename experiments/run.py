@@ -11,6 +11,7 @@ table.md and plots to --output_dir.
 
 import os
 import sys
+from typing import Optional
 
 from absl import app
 from absl import flags
@@ -189,15 +190,12 @@ def _fail(error):
   os._exit(2)  # pylint: disable=protected-access
 
 
-def main(argv):
-  try:
-    if len(argv) > 1:
-      raise FlagError(f'Unexpected arguments: {argv[1:]}')
-    validate_flags()
-    config = config_from_flags()
-  except (TypeError, ValueError) as e:
-    _fail(e)
-  cli_lib.quiet_logs()
+def execute(config) -> Optional[str]:
+  """Runs `config` as the command does; the one-line error of a refusal
+  (missing data, another run's files, the budget, a full disk), else None.
+
+  Tests call it in their own process (`tests.support.run_in_process`).
+  """
   from experiments.infra import worker_reaper  # pylint: disable=g-import-not-at-top
   worker_reaper.install()
   from experiments.runner import checkpoints  # pylint: disable=g-import-not-at-top
@@ -217,10 +215,25 @@ def main(argv):
           training.OutputDirError, registry.OverBudgetError,
           jobs.JobError) as e:
     worker_reaper.reap()
-    _fail(e)
+    return str(e)
   except OSError as e:  # A full disk, say: one line naming the file.
     worker_reaper.reap()
-    _fail(cli_lib.write_failure(e))
+    return cli_lib.write_failure(e)
+  return None
+
+
+def main(argv):
+  try:
+    if len(argv) > 1:
+      raise FlagError(f'Unexpected arguments: {argv[1:]}')
+    validate_flags()
+    config = config_from_flags()
+  except (TypeError, ValueError) as e:
+    _fail(e)
+  cli_lib.quiet_logs()
+  error = execute(config)
+  if error is not None:
+    _fail(error)
 
 
 def _parse_flags(argv):

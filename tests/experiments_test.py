@@ -918,8 +918,8 @@ class ResumeTest(tf.test.TestCase):
     reference_dir = self.create_tempdir().full_path
     # The reference compiles with TFF's compiler alone; the resumed run
     # below takes computations from the compile cache.
-    result = _run_cli(self._args(reference_dir, data_dir),
-                      {compile_cache.ENV: 'off'})
+    result = support.run_in_process(self._args(reference_dir, data_dir),
+                                    {compile_cache.ENV: 'off'})
     self.assertEqual(result.returncode, 0, result.stderr[-3000:])
     reference = _summary(reference_dir)
     self.assertTrue(reference['dp_rec']['insecure_test_mode'])
@@ -949,7 +949,7 @@ class ResumeTest(tf.test.TestCase):
       if kill_at == 'dp_rec:4:saved':
         _corrupt(os.path.join(output_dir, 'digits', 'dp_rec', 'seed0',
                               'checkpoints', 'round_4'))
-    resumed = _run_cli(self._args(output_dir, data_dir))
+    resumed = support.run_in_process(self._args(output_dir, data_dir))
     self.assertEqual(resumed.returncode, 0, resumed.stderr[-3000:])
     self.assertIn('resuming after round', resumed.stdout + resumed.stderr)
     # Computations the earlier processes compiled come from the compile
@@ -975,7 +975,7 @@ class ResumeTest(tf.test.TestCase):
 
   def _check_lost_round_counts_as_spent_privacy(self):
     args, output_dir = self._killed_after_round_3_trained()
-    resumed = _run_cli(args)
+    resumed = support.run_in_process(args)
     self.assertEqual(resumed.returncode, 0, resumed.stderr[-3000:])
     self.assertIn('count as spent privacy', resumed.stdout + resumed.stderr)
     self.assertNotIn('The planner', resumed.stdout)  # --noplan.
@@ -1013,7 +1013,7 @@ class ResumeTest(tf.test.TestCase):
         mode = 'wb' if isinstance(content, bytes) else 'w'
         with open(ledger_path, mode) as f:
           f.write(content)
-      refused = _run_cli(args)
+      refused = support.run_in_process(args)
       self.assertEqual(refused.returncode, 2, refused.stdout[-2000:])
       self.assertIn(message, refused.stderr)
       self.assertNotIn('Traceback', refused.stderr)
@@ -1054,7 +1054,7 @@ class ResumeTest(tf.test.TestCase):
       self.assertGreaterEqual(entry['started'] + entry['lost'],
                               _count_lines(trace))
       self.assertGreater(_count_lines(trace), started)
-    final = _run_cli(args, env)
+    final = support.run_in_process(args, env)
     self.assertEqual(final.returncode, 0, final.stderr[-2000:])
     record = _summary(output_dir)['dp_rec']
     spent = _count_lines(trace)
@@ -1078,7 +1078,8 @@ class ResumeTest(tf.test.TestCase):
             f'--data_dir={data_dir}']
     killed = _run_cli(args, {training.TEST_KILL_ENV: 'fedavg:2:saved'})
     self.assertEqual(killed.returncode, -signal.SIGKILL)
-    other = _run_cli(args[:2] + ['--rounds=4'] + args[3:])
+    # The refusals and the fresh run need no process of their own.
+    other = support.run_in_process(args[:2] + ['--rounds=4'] + args[3:])
     self.assertEqual(other.returncode, 2)
     self.assertIn('another configuration', other.stderr)
     # The foreign checkpoints are set aside and named, not left blocking.
@@ -1088,10 +1089,11 @@ class ResumeTest(tf.test.TestCase):
     self.assertNotEmpty(aside)
     self.assertIn(aside[0], other.stderr)
     # Its ledger is foreign too: refused, never reset.
-    again = _run_cli(args[:2] + ['--rounds=4'] + args[3:])
+    again = support.run_in_process(args[:2] + ['--rounds=4'] + args[3:])
     self.assertEqual(again.returncode, 2)
     self.assertIn('--noresume', again.stderr)
-    fresh = _run_cli(args[:2] + ['--rounds=4', '--noresume'] + args[3:])
+    fresh = support.run_in_process(args[:2] + ['--rounds=4', '--noresume'] +
+                                   args[3:])
     self.assertEqual(fresh.returncode, 0, fresh.stderr[-3000:])
     self.assertEqual(_summary(output_dir)['fedavg']['rounds'], 4)
 

@@ -2,58 +2,63 @@
 and a table: one line naming the file and the cause, nothing written before
 corrupted, and a rerun with space resumes to the uninterrupted result."""
 
+import builtins
+import contextlib
+import errno
 import json
 import os
-import subprocess
-import sys
+from unittest import mock
 
 import tensorflow as tf
+import tensorflow_federated as tff
 
-_REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from tests import support
+
 _ARGS = ['--task=digits', '--aggregators=fedavg', '--rounds=3',
-         '--clients_per_round=4', '--eval_every=10', '--noprogress']
+         '--clients_per_round=4', '--eval_every=10']
 
-# Runs `experiments.run` with the disk full at the N-th write of one file
-# (argv[1]: its name, argv[2]: N), or at the N-th TensorBoard release
-# (argv[1] 'tensorboard'; TensorFlow's event writer raises its own error).
-_FULL_DISK = r'''
-import builtins, errno, os, runpy, sys
-target, nth = sys.argv[1], int(sys.argv[2])
-sys.argv = ['experiments.run'] + sys.argv[3:]
-calls = [0]
 
-def full(path):
-  calls[0] += 1
-  return calls[0] == nth
+@contextlib.contextmanager
+def _full_disk(target, nth):
+  """The disk full at the `nth` write of a file named `target*`, or at the
+  `nth` TensorBoard release (`target` 'tensorboard': TensorFlow's event
+  writer raises its own error)."""
+  calls = [0]
 
-if target == 'tensorboard':
-  import tensorflow as tf
-  import tensorflow_federated as tff
-  release = tff.program.TensorBoardReleaseManager.release
-  async def failing(self, value, key=None):
-    if full(None):
-      raise tf.errors.ResourceExhaustedError(
-          None, None, 'events.out.tfevents; No space left on device')
-    return await release(self, value, key=key)
-  tff.program.TensorBoardReleaseManager.release = failing
-else:
+  def full():
+    calls[0] += 1
+    return calls[0] == nth
+
+  if target == 'tensorboard':
+    release = tff.program.TensorBoardReleaseManager.release
+
+    async def failing(self, value, key=None):
+      if full():
+        raise tf.errors.ResourceExhaustedError(
+            None, None, 'events.out.tfevents; No space left on device')
+      return await release(self, value, key=key)
+
+    with mock.patch.object(tff.program.TensorBoardReleaseManager, 'release',
+                           failing):
+      yield
+    return
   real_open = builtins.open
+
   def open_(file, mode='r', *args, **kwargs):
     if any(m in mode for m in 'wax') and os.path.basename(
-        str(file)).startswith(target) and full(file):
+        str(file)).startswith(target) and full():
       raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), file)
     return real_open(file, mode, *args, **kwargs)
-  builtins.open = open_
-runpy.run_module('experiments.run', run_name='__main__', alter_sys=True)
-'''
+
+  with mock.patch.object(builtins, 'open', open_):
+    yield
 
 
 def _run(output_dir, data_dir, fault=None):
-  fault = fault or ('none', 0)
-  return subprocess.run(
-      [sys.executable, '-c', _FULL_DISK, fault[0], str(fault[1]), *_ARGS,
-       f'--output_dir={output_dir}', f'--data_dir={data_dir}'],
-      cwd=_REPO, capture_output=True, text=True, timeout=600)
+  """`experiments.run`, in this process (`support.run_in_process`)."""
+  with _full_disk(*fault) if fault else contextlib.nullcontext():
+    return support.run_in_process(
+        _ARGS + [f'--output_dir={output_dir}', f'--data_dir={data_dir}'])
 
 
 def _record(output_dir):

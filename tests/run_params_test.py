@@ -145,7 +145,8 @@ class ResumeAcrossMachinesTest(tf.test.TestCase):
         run_dir))), os.path.join(far_dir, 'out'))
     shutil.copytree(cache, os.path.join(far_dir, 'cache'))
     self._move_cache(cache, lambda v: _ulps_down(v, 3))
-    resumed = support.run_cli(args, env)
+    # The other machine's processes: this one, on the files they read.
+    resumed = support.run_in_process(args, env)
     output = resumed.stdout + resumed.stderr
     self.assertEqual(resumed.returncode, 0, output[-3000:])
     self.assertIn('continues at the parameters it started with', output)
@@ -166,7 +167,7 @@ class ResumeAcrossMachinesTest(tf.test.TestCase):
                      lambda v: v * (1 - 1e-6))
     far_args = [a.replace(os.path.dirname(os.path.dirname(os.path.dirname(
         os.path.dirname(run_dir)))), far_dir) for a in args]
-    refused = support.run_cli(
+    refused = support.run_in_process(
         far_args, {calibration_cache.ENV: os.path.join(far_dir, 'cache')})
     self.assertEqual(refused.returncode, 2, refused.stderr[-3000:])
     error = [l for l in refused.stderr.splitlines() if l.startswith('error')]

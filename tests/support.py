@@ -1,8 +1,10 @@
 """Helpers several test modules share (in BUILD's :test_support)."""
 
+import contextlib
 import os
 import subprocess
 import sys
+import tempfile
 from unittest import mock
 
 import numpy as np
@@ -34,6 +36,54 @@ def run_cli(args, env_extra=None, timeout=600, plan=False):
       [sys.executable, '-m', 'experiments.run', '--noprogress',
        '--num_seeds=1'] + ([] if plan else ['--noplan']) + args,
       cwd=REPO, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def run_in_process(args, env_extra=None, plan=False):
+  """What `run_cli` returns, from `experiments.run`'s own path in this
+  process: absl parses the flags, `RunConfig` checks them, `execute` runs
+  and gives a refusal's one line (`error: ...`, return code 2).
+
+  It saves the command's start-up (imports, TFF's first build) where a test
+  needs no process of its own. Not for kills (`KILL_ENV` would end this
+  process) nor for what only a command shows (its exit status, native
+  logging): `run_cli`'s tests keep those.
+  """
+  from absl import flags  # pylint: disable=g-import-not-at-top
+  from experiments import run as run_lib  # pylint: disable=g-import-not-at-top
+  env = dict(env_extra or {})
+  if KILL_ENV in env:
+    raise ValueError(f'run_in_process cannot be killed: {env[KILL_ENV]!r}')
+  argv = (['experiments.run', '--noprogress', '--num_seeds=1'] +
+          ([] if plan else ['--noplan']) + list(args))
+  # Files, not StringIO: TFF starts its worker with this stdout and stderr.
+  with tempfile.TemporaryFile('w+') as out, \
+      tempfile.TemporaryFile('w+') as err:
+    try:
+      with mock.patch.dict(os.environ, env), \
+          contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        os.environ.pop(KILL_ENV, None)
+        flags.FLAGS.unparse_flags()
+        try:
+          flags.FLAGS(argv)
+          run_lib.validate_flags()
+          config = run_lib.config_from_flags()
+        except (flags.Error, TypeError, ValueError) as e:
+          error = e
+        else:
+          error = run_lib.execute(config)
+        if error is not None:
+          print(f'error: {error}', file=sys.stderr)
+    finally:
+      # Back to the defaults, parsed as conftest.py leaves them.
+      flags.FLAGS.unparse_flags()
+      flags.FLAGS.mark_as_parsed()
+    texts = []
+    for f in (out, err):
+      f.flush()
+      f.seek(0)
+      texts.append(f.read())
+  return subprocess.CompletedProcess(argv, 0 if error is None else 2,
+                                     *texts)
 
 
 def tensor_dtypes(value_type):
