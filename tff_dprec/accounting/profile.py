@@ -297,13 +297,15 @@ def convex_upper(epsilons: np.ndarray, deltas: np.ndarray) -> np.ndarray:
   """
   gamma = np.concatenate([[0.0], np.exp(epsilons)])
   values = np.concatenate([[1.0], deltas])
+  # Python floats: the same IEEE doubles as NumPy's, several times faster
+  # to index in this loop.
+  g, v = gamma.tolist(), values.tolist()
   hull = [0]
-  for i in range(1, gamma.size):
+  for i in range(1, len(g)):
     while len(hull) >= 2:
       a, b = hull[-2], hull[-1]
       # Drop b if it lies on or above the chord from a to i.
-      if ((gamma[b] - gamma[a]) * (values[i] - values[a]) <=
-          (values[b] - values[a]) * (gamma[i] - gamma[a])):
+      if (g[b] - g[a]) * (v[i] - v[a]) <= (v[b] - v[a]) * (g[i] - g[a]):
         hull.pop()
       else:
         break
