@@ -190,11 +190,14 @@ def _fail(error):
   os._exit(2)  # pylint: disable=protected-access
 
 
-def execute(config) -> Optional[str]:
+def execute(config, fail=None) -> Optional[str]:
   """Runs `config` as the command does; the one-line error of a refusal
   (missing data, another run's files, the budget, a full disk), else None.
 
-  Tests call it in their own process (`tests.support.run_in_process`).
+  `fail`, if given, gets that line inside the handler, while the error's
+  frames still live (the command's `_fail` exits there, before any of
+  their `__del__` could print). Tests call `execute` in their own process
+  (`tests.support.run_in_process`).
   """
   from experiments.infra import worker_reaper  # pylint: disable=g-import-not-at-top
   worker_reaper.install()
@@ -215,10 +218,10 @@ def execute(config) -> Optional[str]:
           training.OutputDirError, registry.OverBudgetError,
           jobs.JobError) as e:
     worker_reaper.reap()
-    return str(e)
+    return (fail or str)(str(e))
   except OSError as e:  # A full disk, say: one line naming the file.
     worker_reaper.reap()
-    return cli_lib.write_failure(e)
+    return (fail or str)(cli_lib.write_failure(e))
   return None
 
 
@@ -231,9 +234,7 @@ def main(argv):
   except (TypeError, ValueError) as e:
     _fail(e)
   cli_lib.quiet_logs()
-  error = execute(config)
-  if error is not None:
-    _fail(error)
+  execute(config, fail=_fail)
 
 
 def _parse_flags(argv):

@@ -1,6 +1,7 @@
 """`experiments.reproduce --part=attribution` (studies.attribution), with
 training, the task and the calibrations replaced by fakes."""
 
+import collections
 import os
 from unittest import mock
 
@@ -44,16 +45,23 @@ class AttributionTest(tf.test.TestCase):
 
   def setUp(self):
     super().setUp()
-    self.trained = []  # (row folder, seeds) per training call.
+    self.trained = []  # (row folder, seeds, jobs) per training call.
+    self.groups = []  # Per training call: None, or its side-by-side group.
     self.done = {}  # row folder -> {seed: saved run}.
 
-    def train(config, print_fn=print):
+    def train(config, print_fn=print, group=None):
       del print_fn
       self.trained.append((os.path.basename(config.output_dir),
                            config.seeds, config.jobs))
+      self.groups.append(group)
       for seed in config.seeds:
         self.done.setdefault(config.output_dir, {})[seed] = _record(config,
                                                                      seed)
+
+    def side_by_side(configs, print_fn=print):
+      group = len(self.trained)
+      for config in configs:
+        train(config, print_fn, group=group)
 
     def finished_runs(config):
       return [self.done.get(config.output_dir, {})[s] for s in config.seeds
@@ -70,6 +78,8 @@ class AttributionTest(tf.test.TestCase):
     task = mock.Mock(data_note='fake Fashion-MNIST', population=100)
     for target, new in ((training, 'run'), (jobs, 'run')):
       self.enter_context(mock.patch.object(target, new, train))
+    self.enter_context(mock.patch.object(jobs, 'run_side_by_side',
+                                         side_by_side))
     self.enter_context(mock.patch.object(training, 'finished_runs',
                                          finished_runs))
     self.enter_context(mock.patch.object(tune_lib, 'tune', tune))
@@ -91,6 +101,23 @@ class AttributionTest(tf.test.TestCase):
     self.assertGreaterEqual(third, 9)
     for folder, seeds, job_count in self.trained:
       self.assertEqual(job_count, len(seeds))  # Two side by side, or one.
+    # A row's odd seed trains beside the next row's, in the same block:
+    # epsilon 3's third seeds of the 3-seed rows pair up (the fifth with a
+    # 5-seed row's fifth seed), and no group holds more than two runs.
+    sizes = collections.Counter(g for g in self.groups if g is not None)
+    self.assertTrue(sizes)
+    self.assertEqual(set(sizes.values()), {2})
+    block_of = {r.key: r.block for r in attribution.all_rows()}
+    third = [group for (folder, seeds, _), group in
+             zip(self.trained, self.groups)
+             if seeds == (2,) and block_of[folder] == 'eps3']
+    self.assertLen(third, 5)
+    self.assertNotIn(None, third)
+    blocks = {}
+    for (folder, _, _), group in zip(self.trained, self.groups):
+      if group is not None:
+        blocks.setdefault(group, set()).add(block_of[folder])
+    self.assertTrue(all(len(b) == 1 for b in blocks.values()), blocks)
     by = {l['key']: l for l in table}
     self.assertLen(by['paper_dp_rec_eps3']['per_seed'], 5)
     self.assertLen(by['paper_dp_fedavg_eps3']['per_seed'], 3)

@@ -133,6 +133,40 @@ class RunTest(tf.test.TestCase):
     for name in ('table.md', 'curves.csv', 'metric_vs_round.png'):
       self.assertTrue(os.path.exists(os.path.join(task_dir, name)), name)
     self._check_one_process_agrees(base, task_dir)
+    self._check_side_by_side_agrees(base, task_dir)
+
+  def _check_side_by_side_agrees(self, base, task_dir):
+    """Two configurations side by side (`run_side_by_side`: one process
+    each) train what the jobs trained, bit for bit (both deterministic)."""
+    names = ('fedavg', 'dp_fedavg_no_noise')
+    dirs = [self.create_tempdir().full_path for _ in names]
+    lines = []
+    records = jobs.run_side_by_side(
+        [config_lib.RunConfig(**dict(base, aggregators=(name,)),
+                              output_dir=folder)
+         for name, folder in zip(names, dirs)], print_fn=lines.append)
+    self.assertEqual([(r['aggregator'], r['seed']) for r in records],
+                     [(name, 5) for name in names])
+    for j, (name, folder) in enumerate(zip(names, dirs)):
+      got = os.path.join(folder, 'stackoverflow_lr')
+      # One process each, numbered across the configurations.
+      self.assertTrue(os.path.exists(os.path.join(got, 'jobs',
+                                                  f'job{j}.log')))
+      self.assertTrue(any(l.startswith(f'[job {j}] [stackoverflow_lr/'
+                                       f'{name}] seed 5: final')
+                          for l in lines), lines)
+      self.assertTrue(os.path.exists(os.path.join(got, 'summary.json')))
+      self._assert_same_state(task_dir, got, name)
+
+  def _assert_same_state(self, task_dir, other_dir, name):
+    states = [os.path.join(folder, name, 'seed5', 'checkpoints', 'round_2',
+                           'state.npz') for folder in (task_dir, other_dir)]
+    with np.load(states[0]) as a, np.load(states[1]) as b:
+      leaves = [key for key in a.files if key.startswith('leaves/')]
+      self.assertNotEmpty(leaves)
+      self.assertEqual(leaves, [k for k in b.files if k.startswith('leaves/')])
+      for key in leaves:
+        np.testing.assert_array_equal(a[key], b[key], err_msg=key)
 
   def _check_one_process_agrees(self, base, task_dir):
     """FedAvg trained alone in one process equals the jobs' bit for bit."""
@@ -142,16 +176,8 @@ class RunTest(tf.test.TestCase):
     training.run(config_lib.RunConfig(
         **dict(base, aggregators=('fedavg',)), output_dir=alone_dir),
                  print_fn=lambda *a: None)
-    states = [os.path.join(folder, 'fedavg', 'seed5', 'checkpoints',
-                           'round_2', 'state.npz')
-              for folder in (task_dir,
-                             os.path.join(alone_dir, 'stackoverflow_lr'))]
-    with np.load(states[0]) as a, np.load(states[1]) as b:
-      leaves = [key for key in a.files if key.startswith('leaves/')]
-      self.assertNotEmpty(leaves)
-      self.assertEqual(leaves, [k for k in b.files if k.startswith('leaves/')])
-      for key in leaves:
-        np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+    self._assert_same_state(
+        task_dir, os.path.join(alone_dir, 'stackoverflow_lr'), 'fedavg')
 
 
 if __name__ == '__main__':

@@ -1,10 +1,13 @@
 """Helpers several test modules share (in BUILD's :test_support)."""
 
 import contextlib
+import logging
 import os
 import subprocess
 import sys
 import tempfile
+import threading
+import traceback
 from unittest import mock
 
 import numpy as np
@@ -46,7 +49,10 @@ def run_in_process(args, env_extra=None, plan=False):
   It saves the command's start-up (imports, TFF's first build) where a test
   needs no process of its own. Not for kills (`KILL_ENV` would end this
   process) nor for what only a command shows (its exit status, native
-  logging): `run_cli`'s tests keep those.
+  logging, computations named as a fresh process names them, which the
+  compile cache needs): `run_cli`'s tests keep those. Python's logging at
+  ERROR, exceptions ignored in `__del__` and uncaught thread exceptions go
+  to the returned stderr, as a command would print them.
   """
   from absl import flags  # pylint: disable=g-import-not-at-top
   from experiments import run as run_lib  # pylint: disable=g-import-not-at-top
@@ -60,7 +66,8 @@ def run_in_process(args, env_extra=None, plan=False):
       tempfile.TemporaryFile('w+') as err:
     try:
       with mock.patch.dict(os.environ, env), \
-          contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+          contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), \
+          _errors_to(err):
         os.environ.pop(KILL_ENV, None)
         flags.FLAGS.unparse_flags()
         try:
@@ -84,6 +91,34 @@ def run_in_process(args, env_extra=None, plan=False):
       texts.append(f.read())
   return subprocess.CompletedProcess(argv, 0 if error is None else 2,
                                      *texts)
+
+
+@contextlib.contextmanager
+def _errors_to(stream):
+  """Python's error reports to `stream`: logging at ERROR and above, and
+  exceptions ignored in `__del__` or raised in threads (pytest would turn
+  the last two into warnings)."""
+  handler = logging.StreamHandler(stream)
+  handler.setLevel(logging.ERROR)
+  root = logging.getLogger()
+  root.addHandler(handler)
+
+  def unraisable(report):
+    print(f'Exception ignored in: {report.object!r}', file=stream)
+    traceback.print_exception(report.exc_type, report.exc_value,
+                              report.exc_traceback, file=stream)
+
+  def in_thread(report):
+    print(f'Exception in thread {report.thread}:', file=stream)
+    traceback.print_exception(report.exc_type, report.exc_value,
+                              report.exc_traceback, file=stream)
+
+  with mock.patch.object(sys, 'unraisablehook', unraisable), \
+      mock.patch.object(threading, 'excepthook', in_thread):
+    try:
+      yield
+    finally:
+      root.removeHandler(handler)
 
 
 def tensor_dtypes(value_type):

@@ -82,6 +82,44 @@ def run(config: config_lib.RunConfig, print_fn=print,
     The errors of `training.run`'s calibration and output folder checks.
   """
   start = time.time()
+  prepared = _prepare(config, print_fn, print_plan)
+  task, config, _, shares, said_before = prepared
+  if len(shares) <= 1:  # Nothing to share.
+    return training.run(dataclasses.replace(config, jobs=1),
+                        print_fn=_without(said_before, print_fn),
+                        start_time=start)
+  _train_children([prepared], print_fn)
+  return training.run(dataclasses.replace(config, jobs=1, resume=True),
+                      print_fn=_without(said_before, print_fn),
+                      start_time=start)
+
+
+def run_side_by_side(configs, print_fn=print) -> list:
+  """Trains several configurations at once, each in `config.jobs`
+  processes; returns their records, config by config.
+
+  For runs of different configurations that would each leave cores idle
+  (a study's odd seed of one row beside another row's): every share of
+  every configuration gets its own process, as `run` gives one
+  configuration's shares.
+
+  Raises:
+    JobError: If a child failed (after every child has ended).
+    The errors of `training.run`'s calibration and output folder checks,
+    before any child starts.
+  """
+  start = time.time()
+  prepared = [_prepare(config, print_fn, False) for config in configs]
+  _train_children([p for p in prepared if p[3]], print_fn)
+  return [record for task, config, _, _, said_before in prepared
+          for record in training.run(
+              dataclasses.replace(config, jobs=1, resume=True),
+              print_fn=_without(said_before, print_fn), start_time=start)]
+
+
+def _prepare(config, print_fn, print_plan):
+  """(task, config, task_dir, shares, lines said) of a configuration: set
+  up and calibrated, its unfinished runs split over `config.jobs`."""
   said_before = []
 
   def say(text):
@@ -98,16 +136,22 @@ def run(config: config_lib.RunConfig, print_fn=print,
               task, dataclasses.replace(config, seed=seed), planned[name],
               task_dir, print_fn))]
   shares = split_runs(runs, config.jobs) if runs else []
-  if len(shares) <= 1:  # Nothing to share.
-    return training.run(dataclasses.replace(config, jobs=1),
-                        print_fn=_without(said_before, print_fn),
-                        start_time=start)
-  log_dir = os.path.join(task_dir, 'jobs')
-  os.makedirs(log_dir, exist_ok=True)
+  return task, config, task_dir, shares, said_before
+
+
+def _train_children(prepared, print_fn) -> None:
+  """One process per share of each prepared configuration, to the end.
+
+  Raises:
+    JobError: If a child failed (after every child has ended).
+  """
   children = []
   try:
     # Filled as they start: a failure part-way kills those started.
-    _start_children(task, config, shares, log_dir, print_fn, children)
+    for task, config, task_dir, shares, _ in prepared:
+      log_dir = os.path.join(task_dir, 'jobs')
+      os.makedirs(log_dir, exist_ok=True)
+      _start_children(task, config, shares, log_dir, print_fn, children)
     failed = _relay(children, print_fn)
   except BaseException:
     for _, process, _, _ in children:
@@ -116,22 +160,21 @@ def run(config: config_lib.RunConfig, print_fn=print,
         process.wait()
     raise
   if failed:
+    resume = all(config.resume for _, config, _, _, _ in prepared)
     advice = ('rerun the command: its finished runs are reused and the '
-              'others resume from their checkpoints' if config.resume else
+              'others resume from their checkpoints' if resume else
               'rerun without --noresume to reuse the finished runs and '
               'resume the others from their checkpoints')
     raise JobError('; '.join(
         f'job {j} exited with code {code}: see {path}'
         for j, code, path in failed) + f' ({advice}).')
-  return training.run(dataclasses.replace(config, jobs=1, resume=True),
-                      print_fn=_without(said_before, print_fn),
-                      start_time=start)
 
 
 def _start_children(task, config, shares, log_dir, print_fn,
                     children: list) -> None:
-  """Starts one process per share, appending (j, process, log, offset)."""
-  for j, share in enumerate(shares):
+  """Starts one process per share, appending (j, process, log, offset);
+  j counts on from the children already in `children`."""
+  for j, share in enumerate(shares, start=len(children)):
     log_path = os.path.join(log_dir, f'job{j}.log')
     child_config = dataclasses.replace(config, jobs=1, job_runs=tuple(share),
                                        progress=False)

@@ -242,28 +242,58 @@ def check_neighbours(base, log, report_only=False) -> dict:
 
 def train(base, rows, target, log, blocks=BLOCKS) -> None:
   """Trains the rows of `blocks` in order, seed by seed within a block
-  (`base.jobs` seeds of a row at a time)."""
+  (`base.jobs` seeds of a row at a time; a row's last odd seed beside the
+  next row's, `pack`)."""
   from experiments.runner import jobs  # pylint: disable=g-import-not-at-top
   from experiments.runner import training  # pylint: disable=g-import-not-at-top
   for block in blocks:
     if block == 'neighbours':
       check_neighbours(base, log)
       continue
-    block_rows = [r for r in rows if r.block == block]
-    step = base.jobs
-    for first in range(0, max(r.seeds for r in block_rows), step):
-      for row in block_rows:
-        count = min(step, row.seeds - first)
-        if count <= 0:
-          continue
-        log(f'[attribution] {row.key}: seeds {first}-{first + count - 1}, '
-            f'target epsilon {target[row.key]:g}, '
-            f'{tune_lib.key(row.setting) or "task defaults"}')
-        config = row_config(base, row, target[row.key], first, count)
+    units = []
+    for first in range(0, max(r.seeds for r in rows if r.block == block),
+                       base.jobs):
+      for row in (r for r in rows if r.block == block):
+        count = min(base.jobs, row.seeds - first)
+        if count > 0:
+          config = row_config(base, row, target[row.key], first, count)
+          left = count - len(training.finished_runs(config))
+          if left:
+            units.append((row, config, left))
+    for group in pack(units, base.jobs):
+      for row, config, _ in group:
+        log(f'[attribution] {row.key}: seeds {config.seed}-'
+            f'{config.seed + config.num_seeds - 1}, target epsilon '
+            f'{target[row.key]:g}, '
+            f'{tune_lib.key(row.setting) or "task defaults"}'
+            f'{" (side by side)" if len(group) > 1 else ""}')
+      configs = [config for _, config, _ in group]
+      if len(configs) > 1:
+        jobs.run_side_by_side(configs, print_fn=_progress_only(log))
+      else:
         # `training.run` trains in this process; `jobs.run` spreads the
         # seeds over `config.jobs` processes.
-        (jobs.run if config.jobs > 1 else training.run)(
-            config, print_fn=_progress_only(log))
+        (jobs.run if configs[0].jobs > 1 else training.run)(
+            configs[0], print_fn=_progress_only(log))
+
+
+def pack(units, jobs: int) -> list:
+  """Groups (row, config, runs left) units, in order, into groups of at
+  most `jobs` runs: each group takes the first unit left and then the next
+  ones that still fit (a row's odd seed beside the next row's)."""
+  left, groups = list(units), []
+  while left:
+    group = [left.pop(0)]
+    room = jobs - group[0][2]
+    i = 0
+    while room > 0 and i < len(left):
+      if left[i][2] <= room:
+        room -= left[i][2]
+        group.append(left.pop(i))
+      else:
+        i += 1
+    groups.append(group)
+  return groups
 
 
 def _progress_only(log):
