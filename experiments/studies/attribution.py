@@ -29,7 +29,8 @@ that stops early drops from the end):
 3. The sound rows at epsilon 6.
 
 Within a block the rows train seed by seed (every row's first seed, then
-every row's second, ...), so a budget cut leaves every row with runs.
+every row's second, ...), so a budget cut leaves every row with runs; with
+`--jobs` > 1 a row's odd seed trains beside the next row's (`pack`).
 DP-REC rows and their controls train `REC_SEEDS` seeds, the others
 `OTHER_SEEDS`. Everything resumes: rerun the command and finished runs are
 reused, unfinished ones continue from their checkpoints. `--report_only`
