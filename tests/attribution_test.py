@@ -107,7 +107,9 @@ class AttributionTest(tf.test.TestCase):
     sizes = collections.Counter(g for g in self.groups if g is not None)
     self.assertTrue(sizes)
     self.assertEqual(set(sizes.values()), {2})
-    block_of = {r.key: r.block for r in attribution.all_rows()}
+    # Not a row's folder: a neighbour setting's (tune's runs/<setting>).
+    block_of = collections.defaultdict(
+        lambda: 'neighbours', {r.key: r.block for r in attribution.all_rows()})
     third = [group for (folder, seeds, _), group in
              zip(self.trained, self.groups)
              if seeds == (2,) and block_of[folder] == 'eps3']
@@ -118,6 +120,16 @@ class AttributionTest(tf.test.TestCase):
       if group is not None:
         blocks.setdefault(group, set()).add(block_of[folder])
     self.assertTrue(all(len(b) == 1 for b in blocks.values()), blocks)
+    # The six neighbour settings train two at a time, each once, after the
+    # epsilon-3 rows and before epsilon 6's.
+    blocks_in_order = [block_of[folder] for folder, _, _ in self.trained]
+    neighbours = [i for i, b in enumerate(blocks_in_order)
+                  if b == 'neighbours']
+    self.assertLen(neighbours, 6)
+    self.assertLen({self.groups[i] for i in neighbours}, 3)
+    self.assertLen({self.trained[i][0] for i in neighbours}, 6)
+    self.assertEqual(blocks_in_order[neighbours[0] - 1], 'eps3')
+    self.assertEqual(blocks_in_order[neighbours[-1] + 1], 'eps6_paper')
     by = {l['key']: l for l in table}
     self.assertLen(by['paper_dp_rec_eps3']['per_seed'], 5)
     self.assertLen(by['paper_dp_fedavg_eps3']['per_seed'], 3)

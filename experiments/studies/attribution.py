@@ -224,6 +224,8 @@ def neighbours_config(base, name) -> config_lib.RunConfig:
 def check_neighbours(base, log, report_only=False) -> dict:
   """{method: {setting: validation accuracy}} at 1,000 rounds (what has
   finished when `report_only`)."""
+  if not report_only and base.jobs > 1:
+    _neighbours_side_by_side(base, log)
   out = {}
   for name in NEIGHBOURS:
     config = neighbours_config(base, name)
@@ -239,6 +241,34 @@ def check_neighbours(base, log, report_only=False) -> dict:
     out[name] = {tune_lib.key(s): results[tune_lib.key(s)]['mean']
                  for s in settings if tune_lib.key(s) in results}
   return out
+
+
+def _neighbours_side_by_side(base, log) -> None:
+  """Trains the neighbour settings that have no stored result, `base.jobs`
+  at a time, each in its own process; `tune_lib.tune` then finds their
+  runs finished and stores their results."""
+  from experiments.runner import jobs  # pylint: disable=g-import-not-at-top
+  from experiments.runner import training  # pylint: disable=g-import-not-at-top
+  left = []
+  for name in NEIGHBOURS:
+    config = neighbours_config(base, name)
+    stored = tune_lib.read_results(os.path.join(config.output_dir,
+                                                f'tune_{name}.json'))
+    fingerprint = tune_lib.base_fingerprint(config)
+    for setting in neighbour_settings(name):
+      if stored.get(tune_lib.key(setting), {}).get('base') == fingerprint:
+        continue
+      run_config = tune_lib.setting_config(config, setting)
+      if not training.finished_runs(run_config):
+        left.append((name, setting, run_config))
+  for first in range(0, len(left) - 1, base.jobs):
+    group = left[first:first + base.jobs]
+    if len(group) < 2:
+      break  # One left: `tune_lib.tune` trains it.
+    log('[attribution] neighbours side by side: ' + '; '.join(
+        f'{name} {tune_lib.key(setting)}' for name, setting, _ in group))
+    jobs.run_side_by_side([c for _, _, c in group],
+                          print_fn=_progress_only(log))
 
 
 def train(base, rows, target, log, blocks=BLOCKS) -> None:

@@ -130,6 +130,15 @@ def stored_results(base: config_lib.RunConfig, settings: list,
   return results
 
 
+def setting_config(base: config_lib.RunConfig,
+                   setting: dict) -> config_lib.RunConfig:
+  """The configuration `tune` trains `setting` with, in its own folder."""
+  return config_lib.RunConfig(**{
+      **base.asdict(), **setting,
+      'output_dir': os.path.join(base.output_dir, 'runs',
+                                 key(setting).replace(' ', '_'))})
+
+
 def tune(base: config_lib.RunConfig, settings: list, results_path: str,
          print_fn=print) -> dict:
   """Trains every setting not yet in `results_path`; returns all results.
@@ -149,11 +158,8 @@ def tune(base: config_lib.RunConfig, settings: list, results_path: str,
       print_fn(f'{name}: stored result ran under another configuration; '
                'rerunning.')
     start = time.time()
-    config = config_lib.RunConfig(**{
-        **base.asdict(), **setting,
-        'output_dir': os.path.join(base.output_dir, 'runs',
-                                   name.replace(' ', '_'))})
-    records = training.run(config, print_fn=lambda *a: None)
+    records = training.run(setting_config(base, setting),
+                           print_fn=lambda *a: None)
     metrics = [r['final_metric'] for r in records]
     results[name] = dict(setting=setting, metrics=metrics,
                          mean=sum(metrics) / len(metrics),
