@@ -217,12 +217,19 @@ def execute(config, fail=None) -> Optional[str]:
           ledger.PrivacyLedgerError, ledger.LedgerConfigMismatchError,
           training.OutputDirError, registry.OverBudgetError,
           jobs.JobError) as e:
-    worker_reaper.reap()
-    return (fail or str)(str(e))
+    return _refused(str(e), fail)
   except OSError as e:  # A full disk, say: one line naming the file.
-    worker_reaper.reap()
-    return (fail or str)(cli_lib.write_failure(e))
+    return _refused(cli_lib.write_failure(e), fail)
   return None
+
+
+def _refused(message: str, fail) -> str:
+  """Reaps TFF's workers; hands `message` to `fail` (if any), returns it."""
+  from experiments.infra import worker_reaper  # pylint: disable=g-import-not-at-top
+  worker_reaper.reap()
+  if fail is not None:
+    fail(message)
+  return message
 
 
 def main(argv):

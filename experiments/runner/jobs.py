@@ -27,6 +27,7 @@ import subprocess
 import sys
 import time
 import traceback
+from typing import Any, NamedTuple
 
 from experiments.infra import worker_reaper
 from experiments.runner import config as config_lib
@@ -83,15 +84,12 @@ def run(config: config_lib.RunConfig, print_fn=print,
   """
   start = time.time()
   prepared = _prepare(config, print_fn, print_plan)
-  task, config, _, shares, said_before = prepared
-  if len(shares) <= 1:  # Nothing to share.
-    return training.run(dataclasses.replace(config, jobs=1),
-                        print_fn=_without(said_before, print_fn),
+  if len(prepared.shares) <= 1:  # Nothing to share.
+    return training.run(dataclasses.replace(prepared.config, jobs=1),
+                        print_fn=_without(prepared.said, print_fn),
                         start_time=start)
   _train_children([prepared], print_fn)
-  return training.run(dataclasses.replace(config, jobs=1, resume=True),
-                      print_fn=_without(said_before, print_fn),
-                      start_time=start)
+  return _report(prepared, print_fn, start)
 
 
 def run_side_by_side(configs, print_fn=print) -> list:
@@ -110,16 +108,29 @@ def run_side_by_side(configs, print_fn=print) -> list:
   """
   start = time.time()
   prepared = [_prepare(config, print_fn, False) for config in configs]
-  _train_children([p for p in prepared if p[3]], print_fn)
-  return [record for task, config, _, _, said_before in prepared
-          for record in training.run(
-              dataclasses.replace(config, jobs=1, resume=True),
-              print_fn=_without(said_before, print_fn), start_time=start)]
+  _train_children([p for p in prepared if p.shares], print_fn)
+  return [record for p in prepared for record in _report(p, print_fn, start)]
 
 
-def _prepare(config, print_fn, print_plan):
-  """(task, config, task_dir, shares, lines said) of a configuration: set
-  up and calibrated, its unfinished runs split over `config.jobs`."""
+class _Prepared(NamedTuple):
+  """A configuration set up and calibrated, its unfinished runs shared."""
+  task: Any
+  config: config_lib.RunConfig
+  task_dir: str
+  shares: list  # Of (aggregator, seed) lists, one per process.
+  said: list  # Lines printed while preparing.
+
+
+def _report(prepared: _Prepared, print_fn, start) -> list:
+  """`training.run` over the finished runs: the records, table and plots."""
+  return training.run(
+      dataclasses.replace(prepared.config, jobs=1, resume=True),
+      print_fn=_without(prepared.said, print_fn), start_time=start)
+
+
+def _prepare(config, print_fn, print_plan) -> _Prepared:
+  """`config` set up and calibrated, its unfinished runs split over
+  `config.jobs`."""
   said_before = []
 
   def say(text):
@@ -136,7 +147,7 @@ def _prepare(config, print_fn, print_plan):
               task, dataclasses.replace(config, seed=seed), planned[name],
               task_dir, print_fn))]
   shares = split_runs(runs, config.jobs) if runs else []
-  return task, config, task_dir, shares, said_before
+  return _Prepared(task, config, task_dir, shares, said_before)
 
 
 def _train_children(prepared, print_fn) -> None:
@@ -148,10 +159,11 @@ def _train_children(prepared, print_fn) -> None:
   children = []
   try:
     # Filled as they start: a failure part-way kills those started.
-    for task, config, task_dir, shares, _ in prepared:
-      log_dir = os.path.join(task_dir, 'jobs')
+    for p in prepared:
+      log_dir = os.path.join(p.task_dir, 'jobs')
       os.makedirs(log_dir, exist_ok=True)
-      _start_children(task, config, shares, log_dir, print_fn, children)
+      _start_children(p.task, p.config, p.shares, log_dir, print_fn,
+                      children)
     failed = _relay(children, print_fn)
   except BaseException:
     for _, process, _, _ in children:
@@ -160,7 +172,7 @@ def _train_children(prepared, print_fn) -> None:
         process.wait()
     raise
   if failed:
-    resume = all(config.resume for _, config, _, _, _ in prepared)
+    resume = all(p.config.resume for p in prepared)
     advice = ('rerun the command: its finished runs are reused and the '
               'others resume from their checkpoints' if resume else
               'rerun without --noresume to reuse the finished runs and '

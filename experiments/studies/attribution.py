@@ -249,7 +249,7 @@ def _neighbours_side_by_side(base, log) -> None:
   runs finished and stores their results."""
   from experiments.runner import jobs  # pylint: disable=g-import-not-at-top
   from experiments.runner import training  # pylint: disable=g-import-not-at-top
-  left = []
+  units = []
   for name in NEIGHBOURS:
     config = neighbours_config(base, name)
     stored = tune_lib.read_results(os.path.join(config.output_dir,
@@ -260,15 +260,13 @@ def _neighbours_side_by_side(base, log) -> None:
         continue
       run_config = tune_lib.setting_config(config, setting)
       if not training.finished_runs(run_config):
-        left.append((name, setting, run_config))
-  for first in range(0, len(left) - 1, base.jobs):
-    group = left[first:first + base.jobs]
-    if len(group) < 2:
-      break  # One left: `tune_lib.tune` trains it.
-    log('[attribution] neighbours side by side: ' + '; '.join(
-        f'{name} {tune_lib.key(setting)}' for name, setting, _ in group))
-    jobs.run_side_by_side([c for _, _, c in group],
-                          print_fn=_progress_only(log))
+        units.append((f'{name} {tune_lib.key(setting)}', run_config, 1))
+  for group in pack(units, base.jobs):
+    if len(group) > 1:  # One alone: `tune_lib.tune` trains it.
+      log('[attribution] neighbours side by side: ' +
+          '; '.join(label for label, _, _ in group))
+      jobs.run_side_by_side([c for _, c, _ in group],
+                            print_fn=_progress_only(log))
 
 
 def train(base, rows, target, log, blocks=BLOCKS) -> None:
@@ -309,9 +307,9 @@ def train(base, rows, target, log, blocks=BLOCKS) -> None:
 
 
 def pack(units, jobs: int) -> list:
-  """Groups (row, config, runs left) units, in order, into groups of at
-  most `jobs` runs: each group takes the first unit left and then the next
-  ones that still fit (a row's odd seed beside the next row's)."""
+  """Groups (row or label, config, runs left) units, in order, into groups
+  of at most `jobs` runs: each group takes the first unit left and then the
+  next ones that still fit (a row's odd seed beside the next row's)."""
   left, groups = list(units), []
   while left:
     group = [left.pop(0)]
