@@ -1,6 +1,5 @@
 """Pytest setup: quiet TF logs, session caches (calibrations, compiled
-computations), the longest tests first under xdist's work stealing, and
-reaping of TFF's worker_binary at session end."""
+computations), and reaping of TFF's worker_binary at session end."""
 
 import os
 import shutil
@@ -11,7 +10,6 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 from absl import flags  # pylint: disable=g-import-not-at-top
 
 from experiments.infra import worker_reaper  # pylint: disable=g-import-not-at-top
-from tests import scheduling  # pylint: disable=g-import-not-at-top
 
 # tf.test.TestCase.create_tempdir reads absl flags, which pytest never parses.
 flags.FLAGS.mark_as_parsed()
@@ -29,19 +27,6 @@ def pytest_configure(config):
                          ('TFF_DPREC_COMPILE_CACHE', 'compiled')):
       os.environ[name] = tempfile.mkdtemp(prefix=f'tff_dprec_{prefix}_')
       _SESSION_FOLDERS.append(os.environ[name])
-
-
-def pytest_collection_modifyitems(config, items):
-  """Under `--dist worksteal`, the longest tests first in each worker's
-  share (`tests/scheduling.py`); every worker orders alike."""
-  workers = getattr(config, 'workerinput', {}).get('workercount')
-  if not workers or config.getoption('dist', None) != 'worksteal':
-    return
-  by_id = {item.nodeid: item for item in items}
-  if len(by_id) != len(items):
-    return  # Repeated ids (e.g. --count): leave pytest's order.
-  ordered = scheduling.order(list(by_id), workers, scheduling.load_costs())
-  items[:] = [by_id[i] for i in ordered]
 
 
 def pytest_sessionfinish(session, exitstatus):
