@@ -5,7 +5,10 @@ import os
 import shutil
 import tempfile
 
-os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+# Before TensorFlow: the commands' quiet native logging (a level the user
+# set is kept), whatever pytest's own flags (its `--verbose` is pytest's).
+from experiments.infra import quiet  # pylint: disable=g-import-not-at-top
+quiet.setup(argv=['pytest'])
 
 from absl import flags  # pylint: disable=g-import-not-at-top
 
