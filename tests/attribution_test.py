@@ -2,7 +2,10 @@
 training, the task and the calibrations replaced by fakes."""
 
 import collections
+import csv
+import json
 import os
+import subprocess
 from unittest import mock
 
 import tensorflow as tf
@@ -172,3 +175,41 @@ class AttributionTest(tf.test.TestCase):
 
 if __name__ == '__main__':
   tf.test.main()
+
+
+class CommittedReportTest(tf.test.TestCase):
+  """docs' attribution table (REPRODUCTION.md, figures/attribution.csv) is
+  the committed records' (results/attribution): copied by hand, so checked."""
+
+  _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+  def _tracked_finals(self):
+    """{row key: [final accuracy]} of the records git tracks."""
+    listed = subprocess.run(
+        ['git', 'ls-files', 'results/attribution/rows'], cwd=self._REPO,
+        capture_output=True, text=True, check=True).stdout.split()
+    finals = collections.defaultdict(list)
+    for path in listed:
+      if path.endswith('/record.json'):
+        with open(os.path.join(self._REPO, path)) as f:
+          record = json.load(f)['record']
+        finals[path.split('/')[3]].append(record['final_metric'])
+    return finals
+
+  def test_csv_and_markdown_are_the_committed_records(self):
+    with open(os.path.join(self._REPO, 'docs', 'figures',
+                           'attribution.csv')) as f:
+      table = list(csv.DictReader(f))
+    with open(os.path.join(self._REPO, 'docs', 'REPRODUCTION.md')) as f:
+      markdown = f.read()
+    finals = self._tracked_finals()
+    self.assertNotEmpty(table)
+    self.assertCountEqual([r['key'] for r in table], list(finals))
+    for row in table:
+      values = finals[row['key']]
+      self.assertLen(values, int(row['seeds']), row['key'])
+      mean, se = attribution._mean_se(values)  # pylint: disable=protected-access
+      self.assertAlmostEqual(float(row['mean']), mean, places=9,
+                             msg=row['key'])
+      self.assertIn(f'{100 * mean:.2f} ± {100 * se:.2f} ({len(values)} '
+                    'seeds)', markdown, row['key'])
