@@ -30,8 +30,10 @@ class ParseTest(tf.test.TestCase):
     self.assertEqual(
         frontier.parse_points('dp_rec: 640,40,40; dp_fedavg: 40'),
         {'dp_rec': [40, 640], 'dp_fedavg': [40]})
-    self.assertEqual(frontier.parse_points(frontier.DEFAULT_POINTS)
-                     ['ddgauss16'], [40, 160, 640])
+    defaults = frontier.parse_points(frontier.DEFAULT_POINTS)
+    self.assertEqual(defaults['ddgauss16'], [40, 160, 640])
+    # DDGauss's reference where the split is asked for.
+    self.assertEqual(defaults['dp_fedavg_rdp'], [40, 640])
     for text, message in (
         ('dp_rec 40', 'is not "method: B,B"'),
         ('fedavg: 40', "'fedavg' is not a private aggregator"),
@@ -49,6 +51,11 @@ class ParseTest(tf.test.TestCase):
                      [{'clip': 0.1}, {'clip': 0.2}, {'clip': 0.4}])
     self.assertEqual(grids[('dp_fedavg', 2560)],
                      [{'l2_clip': 0.2}, {'l2_clip': 0.5}, {'l2_clip': 1.0}])
+    # DDGauss16 and its RDP reference tuned where DP-FedAvg is, alike.
+    for point in (('ddgauss16', 160), ('ddgauss16', 640),
+                  ('dp_fedavg_rdp', 640)):
+      self.assertEqual(grids[point], grids[('dp_fedavg', 640)], point)
+    self.assertNotIn(('ddgauss16', 40), grids)
     self.assertEqual(frontier.parse_grids(
         'dp_rec@40: clip=0.01 server_lr=3,10', points)[('dp_rec', 40)],
                      [{'server_lr': 3.0, 'clip': 0.01},
@@ -328,6 +335,32 @@ class ReportTest(tf.test.TestCase):
     points += [point('dp_rec', 40 * 4**i, m, 1e-5 * 4**i, 0.02 * 4**i)
                for i, m in enumerate(dp_rec_means)]
     return frontier.summarize(points)
+
+  def test_split_at_each_b_with_the_three_rows(self):
+    def point(name, b, mean):
+      return (name, b, [_record(name, mean - 0.01, 0.4, 0.4, b, 0),
+                        _record(name, mean + 0.01, 0.4, 0.4, b, 1)],
+              dict(setting='task defaults'))
+    rows = frontier.summarize([
+        point('dp_fedavg', 40, 0.40), point('dp_fedavg_rdp', 40, 0.35),
+        point('ddgauss16', 40, 0.33), point('dp_fedavg', 640, 0.70),
+        point('dp_fedavg_rdp', 640, 0.68), point('ddgauss16', 640, 0.58),
+        point('dp_fedavg', 160, 0.60), point('ddgauss16', 160, 0.50)])
+    lines = frontier.split_lines(rows)
+    # B = 160 has no RDP reference: no split there. SE 1 point each.
+    self.assertEqual(lines, [
+        '* At B = 40: ddgauss16 - dp_fedavg -7.00 points, in two parts: '
+        'ddgauss16 - dp_fedavg_rdp -2.00 ± 1.41 (the mechanism and its '
+        'general subsampling bound); dp_fedavg_rdp - dp_fedavg -5.00 ± 1.41 '
+        '(RDP against PLD, the accountant).',
+        '* At B = 640: ddgauss16 - dp_fedavg -12.00 points, in two parts: '
+        'ddgauss16 - dp_fedavg_rdp -10.00 ± 1.41 (the mechanism and its '
+        'general subsampling bound); dp_fedavg_rdp - dp_fedavg -2.00 ± 1.41 '
+        '(RDP against PLD, the accountant).'])
+    self.assertIn('\n* At B = 640: ddgauss16 - dp_fedavg -12.00',
+                  frontier.report_text(rows, {}, 'recall@5'))
+    rows[4]['mean'] = math.nan  # A diverged reference: no split at 640.
+    self.assertLen(frontier.split_lines(rows), 1)
 
   def test_verdict(self):
     # SE of each mean 1 point, so the gap's is sqrt(2).

@@ -4,8 +4,9 @@ r"""When does DP-REC pay? Utility against clients per round and traffic.
 
 At one privacy target (epsilon 1) and the same rounds T, trains each method
 at each of its clients per round B (`--points`, default DP-REC and
-DP-FedAvg at 40, 160, 640 and 2560, DDGauss16 at 40, 160 and 640), each
-calibrated to the target at its own B. DP-REC's noise on the averaged
+DP-FedAvg at 40, 160, 640 and 2560, DDGauss16 at 40, 160 and 640, and
+DP-FedAvg under RDP, DDGauss's reference, at 40 and 640), each calibrated
+to the target at its own B. DP-REC's noise on the averaged
 update, over its clip, is 1 / (c sqrt(B)); DP-FedAvg's is z / B; c barely
 falls with B, so at some B DP-REC's noise meets DP-FedAvg's at B = 40
 (`python -m tff_dprec.plan` predicts where), for a fraction of its upload.
@@ -21,8 +22,7 @@ fixed by c and B). Tuning runs train `--tune_seeds` seeds from
 grid's smallest or largest value, the grid grows one geometric step past
 that edge and the new setting is tried, up to `--extend_edges` times. A
 point without a grid uses the task's defaults (tuned at B = 40 on
-validation, docs/EXPERIMENTS.md): DP-REC and DP-FedAvg at B = 40, and
-DDGauss16 at every B (the task's clip 0.2).
+validation, docs/EXPERIMENTS.md): every method at B = 40.
 
 Then each point trains `--num_seeds` seeds (0, 1, ...) scored on the test
 split, in `<output_dir>/B<B>/<method>/<setting>/`. Everything resumes:
@@ -36,7 +36,9 @@ the setting and whether it is at the edge of its grid, c or z, the
 planner's relative noise, metric +- standard error, upload, download and
 total GB per run, s/round; then, against DP-FedAvg at B = 40, each DP-REC
 point's gap with its SE and traffic ratios, the B where DP-REC's recall
-reaches it or its gap at the largest B, and the planner's predicted B')
+reaches it or its gap at the largest B, and the planner's predicted B';
+then, at each B with DDGauss16 and both DP-FedAvg rows, DDGauss16's
+distance to DP-FedAvg split into mechanism and accountant)
 and `frontier.png` (the metric against upload
 GB, total GB and B, log x, with standard-error bands and DP-FedAvg's B = 40
 level).
@@ -64,18 +66,25 @@ from experiments.studies import epsilon_sweep
 from experiments.studies import tune as tune_lib
 from tff_dprec import plan as plan_lib
 
+# DP-FedAvg (RDP) is DDGauss's reference (`registry.DP_FEDAVG_RDP`): with it
+# the report splits DDGauss16 - DP-FedAvg at B = 40 and 640 into the
+# mechanism's part and the accountant's (`split_lines`).
 DEFAULT_POINTS = ('dp_rec: 40,160,640,2560; dp_fedavg: 40,160,640,2560; '
-                  'ddgauss16: 40,160,640')
+                  'ddgauss16: 40,160,640; dp_fedavg_rdp: 40,640')
 # DP-REC's clip at each B > 40 (at B = 40 its default, sigma 0.006, is
 # tuned). DP-FedAvg's B = 40 clip and rate (0.2, 10) were a rule for every B
 # until its check at B = 2560 failed (clip 0.2: 56.00% on validation, 2.0:
-# 81.14%), so its clip is tuned at every B > 40.
+# 81.14%), so its clip is tuned at every B > 40; DDGauss16's clip and its
+# RDP reference's are tuned where DP-FedAvg's is, on the same grid.
 DEFAULT_GRIDS = ('dp_rec@160: clip=0.01,0.02,0.05; '
                  'dp_rec@640: clip=0.025,0.05,0.1; '
                  'dp_rec@2560: clip=0.1,0.2,0.4; '
                  'dp_fedavg@160: l2_clip=0.2,0.5,1,2; '
                  'dp_fedavg@640: l2_clip=0.2,0.5,1,2; '
-                 'dp_fedavg@2560: l2_clip=0.2,0.5,1')
+                 'dp_fedavg@2560: l2_clip=0.2,0.5,1; '
+                 'ddgauss16@160: l2_clip=0.2,0.5,1,2; '
+                 'ddgauss16@640: l2_clip=0.2,0.5,1,2; '
+                 'dp_fedavg_rdp@640: l2_clip=0.2,0.5,1,2')
 DP_REC_CLIP = 'clip'
 REFERENCE = ('dp_fedavg', 40)
 
@@ -378,8 +387,26 @@ def markdown(rows, context: dict, label: str) -> str:
 def report_text(rows, context: dict, label: str) -> str:
   """The table, then the verdict (`verdict`) where it has one."""
   lines = verdict(rows, context.get('predicted_break_even'), label)
+  split = split_lines(rows)
+  lines += ([''] if lines and split else []) + split
   lines += ['', time_line(rows)] if lines else [time_line(rows)]
   return markdown(rows, context, label) + '\n' + '\n'.join(lines) + '\n'
+
+
+def split_lines(rows) -> list[str]:
+  """Per B with DDGauss16, DP-FedAvg (RDP) and DP-FedAvg finished: the
+  distance DDGauss16 - DP-FedAvg in two parts (`report.accountant_split`),
+  the mechanism with its subsampling bound, and RDP against PLD."""
+  lines = []
+  for clients in sorted({r['clients_per_round'] for r in rows}):
+    finished = [dict(aggregator=r['aggregator'], metric_mean=r['mean'],
+                     metric_se=r['se']) for r in rows
+                if r['clients_per_round'] == clients and 'mean' in r and
+                math.isfinite(r['mean'])]
+    split = report.accountant_split(finished)
+    if split:
+      lines.append(f'* At B = {clients}: {split}')
+  return lines
 
 
 def time_line(rows) -> str:
@@ -531,7 +558,7 @@ def plot(path, rows, context, label) -> None:
 
 # The colours of the other studies' figures (studies.real_images).
 _COLORS = {'dp_fedavg': 'tab:orange', 'dp_rec': 'tab:blue',
-           'ddgauss16': 'tab:green'}
+           'ddgauss16': 'tab:green', 'dp_fedavg_rdp': 'tab:gray'}
 
 
 def _reference_lines(ax, reference, context):
