@@ -617,22 +617,27 @@ _STYLE = {'paper': '-', 'sound': '-', 'reference': '-.', 'control': ':',
 
 def plot_curves(path, table, records_by_row) -> None:
   """Test accuracy against round, mean over seeds +- SE, one panel per
-  epsilon (FedAvg on both)."""
+  epsilon (FedAvg beside the private rows of each; a row keeps its colour
+  in both)."""
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use('Agg')
   from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
-  fig, axes = plt.subplots(1, 2, figsize=(14, 6.4), sharey=True)
+  fig, axes = plt.subplots(1, 2, figsize=(14, 6.4), sharex=True,
+                           sharey=True)
   colors = plt.get_cmap('tab10')
+  color = {l['key']: colors(i % 10) for i, l in enumerate(table)}
   for ax, eps in zip(axes, (3.0, 6.0)):
-    shown = [l for l in table if l['meant_epsilon'] in (eps, None)]
-    for i, l in enumerate(shown):
+    shown = [l for l in table if l['meant_epsilon'] == eps]
+    # FedAvg, the ceiling, beside a panel's private rows (not alone).
+    shown += [l for l in table if shown and l['meant_epsilon'] is None]
+    for l in shown:
       rounds, mean, se = mean_band(records_by_row[l['key']])
       low = [100 * (m - s) for m, s in zip(mean, se)]
       high = [100 * (m + s) for m, s in zip(mean, se)]
       ax.plot(rounds, [100 * m for m in mean], _STYLE[l['kind']],
-              color=colors(i % 10), lw=1.4,
+              color=color[l['key']], lw=1.4,
               label=f"{l['label']} ({_seeds(l['seeds'])})")
-      ax.fill_between(rounds, low, high, color=colors(i % 10), alpha=0.15,
+      ax.fill_between(rounds, low, high, color=color[l['key']], alpha=0.15,
                       lw=0)
     ax.set_title(f'epsilon {eps:g} (FedAvg: no privacy)', fontsize=10)
     ax.set_xlabel('round')
