@@ -162,6 +162,48 @@ class TuneReuseTest(tf.test.TestCase):
     self.assertEqual({r['base']['rounds'] for r in results.values()}, {7})
 
 
+  def test_another_data_folder_reuses_and_keeps_the_stored_results(self):
+    # A study moved to another machine or folder: its data folder differs,
+    # its results do not. Stored before data_dir was neutral (the file names
+    # it) or after: either is reused, and the file is left as it was (its
+    # seconds are the tuning's, not a reuse's).
+    trained = []
+
+    def run(config, print_fn=print, context_out=None):
+      del print_fn, context_out
+      trained.append(config.l2_clip)
+      return [dict(final_metric=0.3, epsilon=1.0, params={})]
+
+    out = self.create_tempdir().full_path
+    path = os.path.join(out, 'tune.json')
+    base = config_lib.RunConfig(task='stackoverflow_lr',
+                                aggregators=('dp_fedavg',), output_dir=out,
+                                rounds=5, data_dir='data_cache')
+    old_style = dict(tune.base_fingerprint(base), data_dir='data_cache')
+    with open(path, 'w') as f:
+      json.dump({'l2_clip=0.2': dict(setting={'l2_clip': 0.2}, mean=0.41,
+                                     metrics=[0.41], seconds=36.0,
+                                     base=old_style)}, f)
+    with open(path) as f:
+      before = f.read()
+    moved = config_lib.RunConfig(**{**base.asdict(),
+                                    'data_dir': '/elsewhere/data_cache'})
+    with mock.patch.object(training, 'run', run):
+      results = tune.tune(moved, [{'l2_clip': 0.2}], path,
+                          print_fn=lambda *a: None)
+    self.assertEqual(trained, [])
+    self.assertEqual(results['l2_clip=0.2']['seconds'], 36.0)
+    with open(path) as f:
+      self.assertEqual(f.read(), before)
+    self.assertEqual(list(tune.stored_results(moved, [{'l2_clip': 0.2}],
+                                              path)), ['l2_clip=0.2'])
+    # Any field that changes results still reruns (here the rounds).
+    self.assertFalse(tune.ran_under(
+        dict(base=old_style), tune.base_fingerprint(
+            config_lib.RunConfig(**{**base.asdict(), 'rounds': 7}))))
+    self.assertFalse(tune.ran_under({}, tune.base_fingerprint(base)))
+
+
 class StoredResultsTest(tf.test.TestCase):
 
   def test_reads_only_results_of_this_configuration(self):

@@ -233,7 +233,7 @@ def check_neighbours(base, log, report_only=False) -> dict:
     settings = neighbour_settings(name)
     if report_only:
       results = {k: v for k, v in tune_lib.read_results(path).items()
-                 if v.get('base') == tune_lib.base_fingerprint(config)}
+                 if tune_lib.ran_under(v, tune_lib.base_fingerprint(config))}
     else:
       os.makedirs(config.output_dir, exist_ok=True)
       results = tune_lib.tune(config, settings, path, print_fn=lambda line,
@@ -256,7 +256,8 @@ def _neighbours_side_by_side(base, log) -> None:
                                                 f'tune_{name}.json'))
     fingerprint = tune_lib.base_fingerprint(config)
     for setting in neighbour_settings(name):
-      if stored.get(tune_lib.key(setting), {}).get('base') == fingerprint:
+      if tune_lib.ran_under(stored.get(tune_lib.key(setting), {}),
+                            fingerprint):
         continue
       run_config = tune_lib.setting_config(config, setting)
       if not training.finished_runs(run_config):

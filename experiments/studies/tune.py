@@ -92,13 +92,26 @@ def key(setting: dict) -> str:
   return ' '.join(f'{k}={setting[k]}' for k in sorted(setting))
 
 
+# Fields that do not change a result: where it is written, how it is spread
+# over processes, and where the data lies (a run's own fingerprint names
+# the data by task, source and population, `run_params.fingerprint_config`,
+# so a study moved to another machine or folder reuses its runs).
+_NEUTRAL = ('output_dir', 'progress', 'jobs', 'job_runs', 'data_dir')
+
+
 def base_fingerprint(base: config_lib.RunConfig) -> dict:
   """What a stored result must have run under to be reused (JSON types)."""
-  # How a run is spread over processes does not change its results (and
-  # results stored before `jobs` existed keep their fingerprints).
-  fields = {k: v for k, v in base.asdict().items()
-            if k not in ('output_dir', 'progress', 'jobs', 'job_runs')}
+  fields = {k: v for k, v in base.asdict().items() if k not in _NEUTRAL}
   return json.loads(json.dumps(fields, sort_keys=True, default=str))
+
+
+def ran_under(result: dict, fingerprint: dict) -> bool:
+  """Whether a stored result ran under `fingerprint` (results stored with
+  a field `_NEUTRAL` now lists, such as `data_dir`, still match)."""
+  stored = result.get('base')
+  if not isinstance(stored, dict):
+    return False
+  return {k: v for k, v in stored.items() if k not in _NEUTRAL} == fingerprint
 
 
 def read_results(results_path: str) -> dict:
@@ -122,7 +135,7 @@ def stored_results(base: config_lib.RunConfig, settings: list,
   """
   fingerprint = base_fingerprint(base)
   results = {k: v for k, v in read_results(results_path).items()
-             if v.get('base') == fingerprint}
+             if ran_under(v, fingerprint)}
   missing = [key(s) for s in settings if key(s) not in results]
   if missing:
     raise NotTrainedYet(f'{len(missing)} of {len(settings)} tuning settings '
@@ -152,7 +165,7 @@ def tune(base: config_lib.RunConfig, settings: list, results_path: str,
   fingerprint = base_fingerprint(base)
   for setting in settings:
     name = key(setting)
-    if name in results and results[name].get('base') == fingerprint:
+    if name in results and ran_under(results[name], fingerprint):
       continue
     if name in results:
       print_fn(f'{name}: stored result ran under another configuration; '
@@ -292,7 +305,7 @@ def main(argv):
   results = tune(base, settings, path)
   fingerprint = base_fingerprint(base)
   ranked = sorted((r for r in results.values()
-                   if r.get('base') == fingerprint), key=lambda r: -r['mean'])
+                   if ran_under(r, fingerprint)), key=lambda r: -r['mean'])
   print(f'\n{_AGGREGATOR.value} on {base.task}, validation split '
         f'({base.num_seeds} seed(s) each), best first:')
   for r in ranked:
