@@ -37,11 +37,9 @@ planner's relative noise, metric +- standard error, upload, download and
 total GB per run, s/round; then, against DP-FedAvg at B = 40, each DP-REC
 point's gap with its SE and traffic ratios, the B where DP-REC's recall
 reaches it or its gap at the largest B, and the planner's predicted B';
-then, at each B with DDGauss16 and both DP-FedAvg rows, DDGauss16's
-distance to DP-FedAvg split into mechanism and accountant)
-and `frontier.png` (the metric against upload
-GB, total GB and B, log x, with standard-error bands and DP-FedAvg's B = 40
-level).
+then DDGauss16 - DP-FedAvg as mechanism plus accountant, `split_lines`)
+and `frontier.png` (the metric against upload GB, total GB and B, log x,
+with standard-error bands and DP-FedAvg's B = 40 level).
 """
 
 import csv
@@ -66,9 +64,7 @@ from experiments.studies import epsilon_sweep
 from experiments.studies import tune as tune_lib
 from tff_dprec import plan as plan_lib
 
-# DP-FedAvg (RDP) is DDGauss's reference (`registry.DP_FEDAVG_RDP`): with it
-# the report splits DDGauss16 - DP-FedAvg at B = 40 and 640 into the
-# mechanism's part and the accountant's (`split_lines`).
+# DP-FedAvg (RDP), DDGauss's reference, splits it (`split_lines`).
 DEFAULT_POINTS = ('dp_rec: 40,160,640,2560; dp_fedavg: 40,160,640,2560; '
                   'ddgauss16: 40,160,640; dp_fedavg_rdp: 40,640')
 # DP-REC's clip at each B > 40 (at B = 40 its default, sigma 0.006, is
