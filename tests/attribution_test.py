@@ -173,10 +173,6 @@ class AttributionTest(tf.test.TestCase):
       attribution.run(out, jobs=0)
 
 
-if __name__ == '__main__':
-  tf.test.main()
-
-
 class CommittedReportTest(tf.test.TestCase):
   """docs' attribution table (REPRODUCTION.md, figures/attribution.csv) is
   the committed records' (results/attribution): copied by hand, so checked."""
@@ -213,3 +209,7 @@ class CommittedReportTest(tf.test.TestCase):
                              msg=row['key'])
       self.assertIn(f'{100 * mean:.2f} ± {100 * se:.2f} ({len(values)} '
                     'seeds)', markdown, row['key'])
+
+
+if __name__ == '__main__':
+  tf.test.main()

@@ -161,7 +161,6 @@ class TuneReuseTest(tf.test.TestCase):
                   'configuration; rerunning.', printed)
     self.assertEqual({r['base']['rounds'] for r in results.values()}, {7})
 
-
   def test_another_data_folder_reuses_and_keeps_the_stored_results(self):
     # A study moved to another machine or folder: its data folder differs,
     # its results do not. Stored before data_dir was neutral (the file names
