@@ -1158,7 +1158,7 @@ class DistributedTest(tf.test.TestCase):
     data_dir = self.create_tempdir().full_path
     common = dict(
         task_name='digits', aggregators=['dp_rec', 'fedavg'],
-        data_dir=data_dir, rounds=4, clients_per_round=6, target_epsilon=8.0,
+        data_dir=data_dir, rounds=2, clients_per_round=6, target_epsilon=8.0,
         eval_every=2, progress=False, insecure_test_seed=5,
         print_fn=lambda *a: None)
     local = {r['aggregator']: r for r in training.run_experiment(
@@ -1174,7 +1174,7 @@ class DistributedTest(tf.test.TestCase):
       self.assertEqual(remote['dp_rec'][key], local['dp_rec'][key], key)
     self.assertEqual(remote['dp_rec']['replay_mismatches'], 0)
     # FedAvg's float mean is merged in another order: the same up to
-    # rounding, which 4 rounds of training do not amplify beyond this.
+    # rounding, which 2 rounds of training do not amplify beyond this.
     self.assertAlmostEqual(remote['fedavg']['final_metric'],
                            local['fedavg']['final_metric'], delta=0.02)
     # The workers are gone and the local context is back.
@@ -1229,13 +1229,24 @@ class CliTest(parameterized.TestCase):
       absl_flags.FLAGS.mark_as_parsed()
 
   @parameterized.named_parameters(
-      # absl's parser, and RunConfig's checks.
+      # One command per way out: absl's parser, RunConfig's checks, and an
+      # error raised once the run starts (the data).
       ('unknown_flag', ['--epsilon=1'], 'epsilon'),
       # Refused before any data is generated (it was a traceback, exit 1).
       ('bits_too_large', ['--bits=40'], 'bits must be in [1, 24]'),
-      # Raised once the run starts: the data, the output folder, the budget.
       ('missing_real_data', ['--task=mnist', '--data_dir=/nonexistent'],
        'mnist.npz'),
+  )
+  def test_bad_flags_exit_in_one_line(self, flags, message):
+    # Issue 14: one line on stderr, exit code 2, no traceback, no help dump.
+    data_dir = self.create_tempdir().full_path
+    result = subprocess.run(
+        [sys.executable, '-m', 'experiments.run', '--noprogress',
+         f'--data_dir={data_dir}'] + flags,
+        cwd=_REPO, capture_output=True, text=True, timeout=300)
+    self._assert_one_line(result, message)
+
+  @parameterized.named_parameters(
       # Refused before anything trains (fedavg is listed first).
       ('noise_multiplier_over_budget',
        ['--task=digits', '--aggregators=fedavg,dp_fedavg', '--rounds=2',
@@ -1245,13 +1256,15 @@ class CliTest(parameterized.TestCase):
       ('output_unwritable', ['--task=digits', '--output_dir=/proc/out'],
        'cannot be used'),
   )
-  def test_bad_flags_exit_in_one_line(self, flags, message):
-    # Issue 14: one line on stderr, exit code 2, no traceback, no help dump.
+  def test_errors_once_the_run_starts_are_one_line(self, flags, message):
+    # The budget and the output folder, raised in `execute` as the data's
+    # error is: the command's own path, in this process (its exit is
+    # test_bad_flags_exit_in_one_line's).
     data_dir = self.create_tempdir().full_path
-    result = subprocess.run(
-        [sys.executable, '-m', 'experiments.run', '--noprogress',
-         f'--data_dir={data_dir}'] + flags,
-        cwd=_REPO, capture_output=True, text=True, timeout=300)
+    result = support.run_in_process([f'--data_dir={data_dir}'] + flags)
+    self._assert_one_line(result, message)
+
+  def _assert_one_line(self, result, message):
     self.assertEqual(result.returncode, 2, result.stderr[-2000:])
     self.assertIn(message, result.stderr)
     self.assertNotIn('Traceback', result.stderr)
