@@ -146,7 +146,8 @@ class AttributionTest(tf.test.TestCase):
     self.assertIn("| DP-REC - DP-FedAvg, the paper's parameters | 3 | -3.00 "
                   '± 0.91 | -2.89 | -12.6 |', text)
     self.assertIn('dp_fedavg l2_clip=0.0025: 50.00, l2_clip=0.005: 60.00, '
-                  'l2_clip=0.01: 50.00 (the choice is best)', text)
+                  'l2_clip=0.01: 50.00 (the choice is best, by 10.00 '
+                  'points, inside the grid)', text)
     self.assertNotIn('Not finished yet', text)
     for name in ('attribution.csv', 'attribution_curves.png'):
       self.assertTrue(os.path.exists(os.path.join(out, name)))
@@ -171,6 +172,22 @@ class AttributionTest(tf.test.TestCase):
       self.assertEqual(raised.exception.code, 2, argv)
     with self.assertRaisesRegex(ValueError, 'jobs must be a positive'):
       attribution.run(out, jobs=0)
+
+
+class NeighbourVerdictTest(tf.test.TestCase):
+
+  def test_says_which_is_best_and_whether_on_the_edge(self):
+    verdict = attribution._verdict  # pylint: disable=protected-access
+    scores = {'noise_stddev=0.00125': 0.50, 'noise_stddev=0.0025': 0.55,
+              'noise_stddev=0.005': 0.58}
+    self.assertEqual(verdict('dp_rec', scores),
+                     " (best: noise_stddev=0.005, on the grid's edge; the "
+                     'rows keep the 300-round choice)')
+    scores['noise_stddev=0.005'] = 0.54
+    self.assertEqual(verdict('dp_rec', scores),
+                     ' (the choice is best, by 1.00 points, inside the grid)')
+    del scores['noise_stddev=0.005']  # A grid not finished: no verdict.
+    self.assertEqual(verdict('dp_rec', scores), '')
 
 
 class CommittedReportTest(tf.test.TestCase):
