@@ -565,10 +565,9 @@ def markdown(table, neighbours, reference, pending) -> str:
 
 
 def _neighbour_note(neighbours) -> str:
-  parts = [f'{name} ' + (', '.join(f'{k}: {100 * v:.2f}'
-                                   for k, v in scores.items())
-                         or 'not trained yet') + _verdict(name, scores)
-           for name, scores in neighbours.items()]
+  parts = [f'{name} ' + (', '.join(f'{k}: {100 * v:.2f}' for k, v in
+                                   scores.items()) or 'not trained yet') +
+           _verdict(name, scores) for name, scores in neighbours.items()]
   return ('Free parameters: the 300-round study\'s validation choices '
           f'(DP-FedAvg clip {CHOSEN_CLIP}, DP-REC sigma {CHOSEN_SIGMA}), '
           'checked at 1,000 rounds on the validation split against their '
@@ -576,20 +575,18 @@ def _neighbour_note(neighbours) -> str:
 
 
 def _verdict(name, scores) -> str:
-  """Which setting of a finished grid is best, by how much, and whether it
-  sits on the grid's edge (one seed each: no ranking, only a sign)."""
+  """A finished grid's best setting, its margin, and whether on an edge."""
   field, values = NEIGHBOURS[name]
   if len(scores) < len(values):
     return ''
   chosen = f'{field}={CHOSEN_CLIP if name == "dp_fedavg" else CHOSEN_SIGMA}'
   best = max(scores, key=scores.get)
-  edges = {f'{field}={v}' for v in (min(values), max(values))}
-  where = "on the grid's edge" if best in edges else 'inside the grid'
+  where = ("on the grid's edge" if best in {f'{field}={v}' for v in (
+      min(values), max(values))} else 'inside the grid')
   if best != chosen:
     return f' (best: {best}, {where}; the rows keep the 300-round choice)'
-  runner_up = max(v for k, v in scores.items() if k != best)
-  return (f' (the choice is best, by {100 * (scores[best] - runner_up):.2f} '
-          f'points, {where})')
+  margin = scores[best] - max(v for k, v in scores.items() if k != best)
+  return f' (the choice is best, by {100 * margin:.2f} points, {where})'
 
 
 def write(output_dir, table, records_by_row, neighbours, reference,

@@ -46,7 +46,7 @@ Parts (the default is all four):
 
 --quick gives a version for the tests (about 2 minutes): privacy for MNIST
 without calibration, communication at full scale with one sampling seed, and
-toy training runs (one seed each) on tiny embedded data.
+toy training runs on tiny embedded data.
 
 Every number attributed to the paper comes from `PAPER`, one entry per
 number with the line of shared/paper/dp-rec.tex it is printed on
