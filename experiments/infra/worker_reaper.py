@@ -5,7 +5,8 @@ context. It outlives the Python process and keeps the parent's stdout open, so
 `python -m experiments.run | tee log` or `pytest -s` never finish. `install()`
 makes every worker that TFF starts die with its parent (Linux parent-death
 signal) and terminates the workers still running at interpreter exit;
-`reap()` terminates them on demand (pytest_sessionfinish).
+`reap()` terminates them on demand (pytest_sessionfinish). It also makes
+TFF notice a started worker promptly (`_start_promptly`).
 """
 
 import atexit
@@ -16,6 +17,12 @@ import signal
 import subprocess
 
 _PR_SET_PDEATHSIG = 1
+# How often TFF checks whether a worker it started is ready, and the gRPC
+# reconnect backoff of the channel to it (both a second in TFF 0.87).
+_READY_POLL_SECONDS = 0.02
+_RECONNECT_BACKOFF_MS = (('grpc.initial_reconnect_backoff_ms', 20),
+                         ('grpc.min_reconnect_backoff_ms', 20),
+                         ('grpc.max_reconnect_backoff_ms', 200))
 _installed = False
 # Workers started by TFF's local contexts, and by `start_worker`.
 _workers: list[subprocess.Popen] = []
@@ -78,8 +85,31 @@ def install() -> None:
     return
   from tensorflow_federated.python.core.impl.executor_stacks import executor_factory  # pylint: disable=g-import-not-at-top
   executor_factory.subprocess = _SubprocessShim()
+  _start_promptly(executor_factory)
   atexit.register(reap)
   _installed = True
+
+
+def _start_promptly(executor_factory) -> None:
+  """Has TFF use a local worker as soon as it listens.
+
+  TFF's ServiceManager checks the worker's channel once a second, and the
+  channel's first connection, tried before the worker listens, fails and
+  waits gRPC's default reconnect backoff (a second) before the next: every
+  local context paid a second or more for a worker that starts in a tenth
+  of one. Here it polls every `_READY_POLL_SECONDS` and reconnects after
+  tens of milliseconds. Only the waiting changes (the channel is to
+  localhost). A TFF without these private settings keeps its own waits:
+  this is speed, never behaviour.
+  """
+  wait = getattr(executor_factory, '_LOCALHOST_SERVER_WAIT_TIME_SEC', None)
+  if isinstance(wait, (int, float)) and wait > _READY_POLL_SECONDS:
+    executor_factory._LOCALHOST_SERVER_WAIT_TIME_SEC = _READY_POLL_SECONDS  # pylint: disable=protected-access
+  options = getattr(executor_factory, '_GRPC_CHANNEL_OPTIONS', None)
+  if isinstance(options, list):
+    set_already = {name for name, _ in options}
+    options.extend(option for option in _RECONNECT_BACKOFF_MS
+                   if option[0] not in set_already)
 
 
 def reap() -> None:

@@ -1,0 +1,72 @@
+"""Tests of experiments/infra/worker_reaper.py (TFF's local C++ workers)."""
+
+import types
+
+import numpy as np
+import tensorflow_federated as tff
+from tensorflow_federated.python.core.impl.executor_stacks import executor_factory
+
+from absl.testing import absltest
+from experiments.infra import worker_reaper
+
+
+class StartPromptlyTest(absltest.TestCase):
+
+  def test_tffs_waits_are_shortened_once(self):
+    worker_reaper.install()  # conftest.py installed it already: idempotent.
+    self.assertEqual(executor_factory._LOCALHOST_SERVER_WAIT_TIME_SEC,
+                     worker_reaper._READY_POLL_SECONDS)
+    options = dict(executor_factory._GRPC_CHANNEL_OPTIONS)
+    for name, value in worker_reaper._RECONNECT_BACKOFF_MS:
+      self.assertEqual(options[name], value)
+    # TFF's own options are kept.
+    self.assertIn('grpc.max_message_length', options)
+    # A second pass adds nothing.
+    before = list(executor_factory._GRPC_CHANNEL_OPTIONS)
+    worker_reaper._start_promptly(executor_factory)
+    self.assertEqual(executor_factory._GRPC_CHANNEL_OPTIONS, before)
+
+  def test_a_tff_without_the_settings_is_left_as_it_is(self):
+    bare = types.SimpleNamespace()
+    worker_reaper._start_promptly(bare)
+    self.assertEqual(vars(bare), {})
+    # Settings of another shape, or already chosen, are kept.
+    other = types.SimpleNamespace(
+        _LOCALHOST_SERVER_WAIT_TIME_SEC='1',
+        _GRPC_CHANNEL_OPTIONS=[('grpc.initial_reconnect_backoff_ms', 5)])
+    worker_reaper._start_promptly(other)
+    self.assertEqual(other._LOCALHOST_SERVER_WAIT_TIME_SEC, '1')
+    self.assertEqual(dict(other._GRPC_CHANNEL_OPTIONS), {
+        'grpc.initial_reconnect_backoff_ms': 5,
+        'grpc.min_reconnect_backoff_ms': 20,
+        'grpc.max_reconnect_backoff_ms': 200})
+    shorter = types.SimpleNamespace(_LOCALHOST_SERVER_WAIT_TIME_SEC=0.001)
+    worker_reaper._start_promptly(shorter)
+    self.assertEqual(shorter._LOCALHOST_SERVER_WAIT_TIME_SEC, 0.001)
+
+
+class ReapTest(absltest.TestCase):
+
+  def test_fresh_contexts_compute_and_their_workers_are_killed(self):
+    @tff.tensorflow.computation(np.int32)
+    def add_one(x):
+      return x + 1
+
+    previous = tff.framework.get_context_stack().current
+    try:
+      for value in (1, 2):
+        worker_reaper.reap_context_workers()
+        tff.backends.native.set_sync_local_cpp_execution_context()
+        self.assertEqual(add_one(value), value + 1)
+        started = list(worker_reaper._workers)
+        self.assertNotEmpty(started)
+        worker_reaper.reap_context_workers()
+        self.assertEmpty(worker_reaper._workers)
+        for process in started:
+          self.assertIsNotNone(process.poll())
+    finally:
+      tff.framework.set_default_context(previous)
+
+
+if __name__ == '__main__':
+  absltest.main()
