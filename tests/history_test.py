@@ -2,6 +2,7 @@
 
 import collections
 import random
+from unittest import mock
 
 from absl.testing import parameterized
 import numpy as np
@@ -388,6 +389,30 @@ class ReplayTest(tf.test.TestCase, parameterized.TestCase):
                                 first_round=3, initial_seed=None, bits=1)
     with self.assertRaisesRegex(ValueError, 'starts at round 3'):
       replay.receive(None, downlink, [])
+
+  def test_first_time_clients_share_one_read_only_model_per_seed(self):
+    factory = dp_rec.DPRecSumFactory(noise_stddev=0.05, l2_clip=0.2, bits=4,
+                                     record_messages=True)
+    replay = history.ClientReplay(model_fn=_model_fn, factory=factory,
+                                  server_optimizer=_optimizer('sgd'))
+    with mock.patch.object(history, 'seeded_model_weights',
+                           wraps=history.seeded_model_weights) as built:
+      first, second = replay.initial_state(7), replay.initial_state(7)
+      self.assertEqual(built.call_count, 1)
+      other = replay.initial_state(8)
+      self.assertEqual(built.call_count, 2)
+    want = history.seeded_model_weights(_model_fn, 7)
+    for state in (first, second):
+      self.assertEqual(state.round_num, 0)
+      for got, expected in zip(state.weights.trainable, want.trainable):
+        self.assertAllEqual(got, expected)
+        with self.assertRaisesRegex(ValueError, 'read-only'):
+          got += 1.0
+    self.assertNotAllEqual(other.weights.trainable[0],
+                           first.weights.trainable[0])
+    # Each state has lists of its own.
+    first.weights.trainable.pop()
+    self.assertLen(second.weights.trainable, len(want.trainable))
 
   def test_bad_arguments(self):
     with self.assertRaisesRegex(TypeError, 'factory'):

@@ -55,6 +55,8 @@ class MainJobTest(tf.test.TestCase):
     result = _main_job_one_round(root)
     self.assertEqual(result.returncode, 0, result.stderr[-3000:])
     self.assertEmpty(_native(result))
+    # Nor a report of TFF's objects at exit (worker_reaper).
+    self.assertNotIn('Exception ignored', result.stderr)
     self.assertIn('[digits/fedavg] seed 0: final accuracy=', result.stdout)
     # The same folder: the run is reused, not trained again. TensorFlow's
     # import alone logs natively when nothing quiets it.

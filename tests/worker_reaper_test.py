@@ -1,5 +1,7 @@
 """Tests of experiments/infra/worker_reaper.py (TFF's local C++ workers)."""
 
+import gc
+import subprocess
 import types
 
 import numpy as np
@@ -63,7 +65,33 @@ class ReapTest(absltest.TestCase):
         worker_reaper.reap_context_workers()
         self.assertEmpty(worker_reaper._workers)
         for process in started:
-          self.assertIsNotNone(process.poll())
+          # Killed; a tracer (py-spy) can delay its exit status a little.
+          self.assertEqual(process.wait(timeout=60), -9)
+    finally:
+      tff.framework.set_default_context(previous)
+
+  def test_tffs_del_leaves_the_worker_to_the_reaper(self):
+    # TFF's ServiceManager.__del__ would SIGINT its worker and wait (minutes
+    # for a busy one); the reaper kills it instead, when asked.
+    @tff.tensorflow.computation(np.int32)
+    def add_one(x):
+      return x + 1
+
+    previous = tff.framework.get_context_stack().current
+    try:
+      worker_reaper.reap_context_workers()
+      tff.backends.native.set_sync_local_cpp_execution_context()
+      self.assertEqual(add_one(1), 2)
+      (worker,) = worker_reaper._workers
+      self.assertIsInstance(worker, subprocess.Popen)
+      managers = [obj for obj in gc.get_objects()
+                  if type(obj).__name__ == 'ServiceManager' and
+                  getattr(obj, '_process', None) is worker]
+      self.assertLen(managers, 1)
+      type(managers[0]).__del__(managers[0])
+      self.assertIsNone(worker.poll())  # Not stopped, not waited for.
+      worker_reaper.reap_context_workers()
+      self.assertEqual(worker.wait(timeout=60), -9)
     finally:
       tff.framework.set_default_context(previous)
 

@@ -365,6 +365,7 @@ class ClientReplay:
           'server_optimizer must be a tff.learning.optimizers.Optimizer, '
           f'found {server_optimizer!r}.')
     self._model_fn = model_fn
+    self._initial = None  # (R', its model) once a first-time client came.
     weights_type = tff.learning.models.weights_type_from_model(model_fn)
     trainable_type = weights_type.trainable
     self._trainable_specs = tuple(tf.nest.flatten(
@@ -394,8 +395,21 @@ class ClientReplay:
     return tf.nest.pack_sequence_as(self._optimizer_template, leaves)
 
   def initial_state(self, initial_seed: int) -> ReplayState:
-    """The state of a first-time client: the model from R', round 0."""
-    weights = seeded_model_weights(self._model_fn, initial_seed)
+    """The state of a first-time client: the model from R', round 0.
+
+    R' always gives the same model (`seeded_model_weights`), so it is built
+    once per seed here and its arrays, read-only, shared by the clients this
+    replay stands for.
+    """
+    if self._initial is None or self._initial[0] != initial_seed:
+      built = seeded_model_weights(self._model_fn, initial_seed)
+      for array in built.trainable + built.non_trainable:
+        array.setflags(write=False)
+      self._initial = (initial_seed, built)
+    built = self._initial[1]
+    weights = tff.learning.models.ModelWeights(
+        trainable=list(built.trainable),
+        non_trainable=list(built.non_trainable))
     return ReplayState(
         round_num=0, weights=weights,
         optimizer_state=tf.nest.map_structure(

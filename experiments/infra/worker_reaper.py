@@ -15,6 +15,7 @@ import gc
 import os
 import signal
 import subprocess
+import types
 
 _PR_SET_PDEATHSIG = 1
 # How often TFF checks whether a worker it started is ready, and the gRPC
@@ -58,8 +59,32 @@ class _Popen(subprocess.Popen):
     (_own_workers if own else _workers).append(self)
 
 
+class _NoInstances(type):
+
+  def __instancecheck__(cls, instance):
+    del instance
+    return False
+
+
+class _TffPopen(metaclass=_NoInstances):
+  """TFF's `subprocess.Popen`: starts a `_Popen`, and nothing is an instance.
+
+  TFF's ServiceManager, dropped with its context, stops its worker in
+  `__del__` only when `isinstance(self._process, subprocess.Popen)`: with
+  SIGINT, then a wait that a worker still holding a run's values can stretch
+  to minutes (a SO-LR run's worker spun for over 10 minutes). Here that test
+  is false, and `reap_context_workers` kills the workers instead.
+  """
+
+  # TFF annotates with `subprocess.Popen[bytes]`.
+  __class_getitem__ = classmethod(types.GenericAlias)
+
+  def __new__(cls, *args, **kwargs):
+    return _Popen(*args, **kwargs)
+
+
 class _SubprocessShim:
-  Popen = _Popen
+  Popen = _TffPopen
 
   def __getattr__(self, name):
     return getattr(subprocess, name)
@@ -86,7 +111,7 @@ def install() -> None:
   from tensorflow_federated.python.core.impl.executor_stacks import executor_factory  # pylint: disable=g-import-not-at-top
   executor_factory.subprocess = _SubprocessShim()
   _start_promptly(executor_factory)
-  atexit.register(reap)
+  atexit.register(_at_exit)
   _installed = True
 
 
@@ -121,15 +146,24 @@ def reap() -> None:
 def reap_context_workers() -> None:
   """Kills the workers of TFF's local/test contexts (call before switching).
 
-  TFF's ServiceManager stops its worker in `__del__` with SIGINT and waits;
-  a worker that still holds a run's values can take minutes to wind down (a
-  SO-LR run's worker spun for over 10 minutes), and at interpreter shutdown
-  `__del__` fails noisily. The workers are killed here instead.
+  TFF would stop them only when their context is collected, and slowly
+  (`_TffPopen`).
+  """
+  _kill_all(_workers)
+
+
+def _at_exit() -> None:
+  """Reaps, and quiets the `__del__` of TFF's remaining ServiceManagers.
+
+  At interpreter shutdown their `__del__` runs after TFF's module globals
+  are gone, and prints an ignored AttributeError. Each context makes its own
+  ServiceManager class, so the classes are found among the live objects:
+  once, here, as the scan's cost grows with them.
   """
   for obj in gc.get_objects():
     if type(obj).__name__ == 'ServiceManager' and hasattr(obj, '_process'):
       type(obj).__del__ = _no_op_del
-  _kill_all(_workers)
+  reap()
 
 
 def _kill_all(workers):
