@@ -14,6 +14,7 @@ from experiments.runner import config as config_lib
 from experiments.runner import planning
 from experiments.runner import registry
 from tff_dprec import accounting
+from tff_dprec.plan import markdown as plan_markdown
 from tests import support
 
 _AGGREGATORS = ('dp_rec', 'dp_fedavg', 'ddgauss16')
@@ -91,6 +92,15 @@ class PlanningTest(absltest.TestCase):
                                        _CALIBRATIONS + _EPSILONS)
     self.assertEqual(calls, dict.fromkeys(_CALIBRATIONS + _EPSILONS, 0))
     self.assertEqual(third, first)
+    # What a run prints before training: this plan, each line prefixed.
+    lines = []
+    self.assertEqual(planning.print_plan(self.task, self.config, dp_rec_plan,
+                                         lines.append), first)
+    self.assertEqual(lines, [
+        '[small] The planner (python -m tff_dprec.plan) at this setting, '
+        'before training:'] + [f'[small] {line}'
+                               for line in plan_markdown.format_plan(first)])
+    self.assertTrue(any('DP-REC break-even:' in line for line in lines))
     # Another process with the same cache, as the main job run again: the
     # run's aggregators check their values, then the planner its own.
     calibration_cache._CHECKED.clear()
