@@ -75,6 +75,36 @@ class GoldenVectorsTest(tf.test.TestCase):
       self.assertEqual(int(index), case['index'])
 
 
+class GroupKeyTest(tf.test.TestCase):
+
+  def test_equals_tensorflows_fold_in_and_philox_draw(self):
+    # The wire format's definition (rec's docstring), through TensorFlow's
+    # public API, against the leaner ops `_group_key` builds; extreme and
+    # random seeds, in eager mode and traced.
+    def reference(seed, group):
+      group_seed = tf.random.experimental.stateless_fold_in(
+          seed, tf.cast(group, tf.int32), alg='philox')
+      words = tf.random.stateless_uniform(
+          [2], seed=group_seed, minval=None, maxval=None, dtype=tf.int64,
+          alg='philox')
+      return tf.bitcast(words[:1], tf.uint64), words[1]
+
+    both = tf.function(lambda seed, group: (reference(seed, group),
+                                            rec._group_key(seed, group)))
+    rng = np.random.default_rng(5)
+    seeds = rng.integers(-2**63, 2**63 - 1, size=(40, 2), dtype=np.int64)
+    seeds[:3] = [[0, 0], [-1, -1], [2**63 - 1, -2**63]]
+    for i, seed in enumerate(seeds):
+      group = [0, 1, 2**31 - 1][i % 3] if i < 6 else int(rng.integers(2**20))
+      seed = tf.constant(seed)
+      for (want_key, want_hi), (key, hi) in (
+          (reference(seed, group), rec._group_key(seed, group)),
+          both(seed, tf.constant(group, tf.int32))):
+        self.assertEqual(key.dtype, tf.uint64)
+        self.assertAllEqual(key, want_key)
+        self.assertEqual(int(hi), int(want_hi))
+
+
 class CodecTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.parameters(1, 3, 4, 5, 8, 1001)

@@ -51,6 +51,9 @@ DEFAULT_CHUNK_ELEMENTS = 2**22
 # Philox yields four 32-bit words, i.e. four normals, per counter increment.
 _PHILOX_OUTPUTS_PER_COUNTER = 4
 _PHILOX_ALG_ID = 1  # `tf.random.Algorithm.PHILOX.value`.
+# The Philox key that scrambles a seed into a key and counter
+# (tensorflow/core/kernels/stateless_random_ops.cc).
+_PHILOX_SCRAMBLE_KEY = 0x02461E293EC8F720
 # Clip ratios at or above this are outside the privacy idealisation of the
 # implemented selection (`sizes.IDEALISED_CLIP_RATIO_LIMIT`).
 IDEALISED_CLIP_RATIO_LIMIT = wire_sizes.IDEALISED_CLIP_RATIO_LIMIT
@@ -319,13 +322,35 @@ def check_grouping(grouping: Grouping) -> None:
 
 
 def _group_key(seed, group):
-  group_seed = tf.random.experimental.stateless_fold_in(
-      seed, tf.cast(group, tf.int32), alg='philox')
-  words = tf.random.stateless_uniform(
-      [2], seed=group_seed, minval=None, maxval=None, dtype=tf.int64,
-      alg='philox')
-  key = tf.bitcast(words[:1], tf.uint64)
-  return key, words[1]
+  """Group `group`'s Philox key and high counter word (the wire format).
+
+  The values of `tf.random.experimental.stateless_fold_in(seed, group,
+  alg='philox')`, then `tf.random.stateless_uniform([2], seed=that,
+  dtype=tf.int64, minval=None, maxval=None, alg='philox')` (word 0 as the
+  key), from the same kernels in a fraction of TensorFlow's ops: graphs
+  trace one group key per group, so the ops are most of a trace's cost.
+  """
+  seed_word = _philox_full_int(seed, tf.int32, [])  # fold_in's seed1.
+  group_seed = tf.stack([seed_word, tf.cast(group, tf.int32)])
+  key, counter_hi = tf.unstack(_philox_full_int(group_seed, tf.int64, [2]))
+  return tf.bitcast(tf.expand_dims(key, 0), tf.uint64), counter_hi
+
+
+def _philox_full_int(seed, dtype, shape):
+  """`tf.random.stateless_uniform(shape, seed, dtype=dtype, minval=None,
+  maxval=None, alg='philox')`: the seed scrambled into a key and counter as
+  `random_ops_util._philox_scramble_seed` (and TF's kernels) do it."""
+  mix = tf.raw_ops.StatelessRandomUniformFullIntV2(
+      shape=tf.constant([4], tf.int32),
+      key=tf.constant([_PHILOX_SCRAMBLE_KEY], tf.uint64),
+      counter=tf.cast(seed, tf.uint64), alg=_PHILOX_ALG_ID, dtype=tf.uint32)
+  low, high = tf.unstack(tf.cast(tf.reshape(mix, [2, 2]), tf.uint64), axis=1)
+  key, counter_hi = tf.unstack(tf.bitwise.bitwise_or(
+      low, tf.bitwise.left_shift(high, tf.constant(32, tf.uint64))))
+  return tf.raw_ops.StatelessRandomUniformFullIntV2(
+      shape=tf.constant(shape, tf.int32), key=tf.expand_dims(key, 0),
+      counter=tf.stack([tf.constant(0, tf.uint64), counter_hi]),
+      alg=_PHILOX_ALG_ID, dtype=dtype)
 
 
 def _block_size(num_candidates: int, pdim: int, chunk_elements: int) -> int:
