@@ -179,6 +179,28 @@ class DigitsSplitTest(tf.test.TestCase):
         tasks.evaluate(task, weights, split='validation')['num_examples'],
         180)
 
+  def test_tasks_of_one_key_share_their_dataset_computation(self):
+    data_dir = self.create_tempdir().full_path
+    first, again = (tasks.create_task('digits', data_dir) for _ in range(2))
+    other = tasks.create_task('digits', data_dir, seed=1)
+    self.assertIs(again.dataset_computation, first.dataset_computation)
+    self.assertIsNot(other.dataset_computation, first.dataset_computation)
+    # The shared one gives the clients' datasets that the second task's own
+    # computation gives (batches, order and all).
+    data = again.baseline.datasets
+    own = data.train_data.preprocess(
+        data.train_preprocess_fn).dataset_computation
+    for client in ('client_000', 'client_042', 'client_099'):
+      shared = list(first.dataset_computation(client).as_numpy_iterator())
+      want = list(own(client).as_numpy_iterator())
+      self.assertNotEmpty(want)
+      self.assertLen(shared, len(want))
+      for (x, y), (want_x, want_y) in zip(shared, want):
+        self.assertAllEqual(x, want_x)
+        self.assertAllEqual(y, want_y)
+    self.assertIsNone(tasks.create_task(
+        'stackoverflow_lr', data_dir, embedded_config=_TINY).dataset_key)
+
 
 class ClientSamplingTest(tf.test.TestCase):
   """Each aggregator's sampler is the scheme its accountant assumes."""
