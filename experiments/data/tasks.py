@@ -255,8 +255,7 @@ def create_task(task_name: str,
     arrays, client_data, client_ids, population_source, more = (
         _embedded_clients(data_dir, batch, population, embedded_config))
     note += more
-  # Digits' clients and preprocessing follow from the batch size and seed
-  # alone (its data ships with scikit-learn).
+  # Digits' data ships with scikit-learn: batch size and seed fix the rest.
   dataset_key = ('digits', batch, seed) if task_name == 'digits' else None
   return Task(task_name, baseline, metric, label, source, note, task_defaults,
               arrays, client_data, population_source, client_ids,
