@@ -146,8 +146,9 @@ def reap() -> None:
 def reap_context_workers() -> None:
   """Kills the workers of TFF's local/test contexts (call before switching).
 
-  TFF would stop them only when their context is collected, and slowly
-  (`_TffPopen`).
+  TFF no longer stops them (`_TffPopen`): the worker of a context dropped
+  without this call lives on, idle, until the next call or this process's
+  exit.
   """
   _kill_all(_workers)
 
