@@ -49,52 +49,47 @@ class StartPromptlyTest(absltest.TestCase):
 
 class ReapTest(absltest.TestCase):
 
-  def test_fresh_contexts_compute_and_their_workers_are_killed(self):
+  def setUp(self):
+    super().setUp()
+    self.addCleanup(tff.framework.set_default_context,
+                    tff.framework.get_context_stack().current)
+
+  def _compute_in_a_fresh_context(self, value):
+    """Reaps, sets TFF's local C++ context, adds one to `value` there;
+    returns the workers the context started."""
     @tff.tensorflow.computation(np.int32)
     def add_one(x):
       return x + 1
 
-    previous = tff.framework.get_context_stack().current
-    try:
-      for value in (1, 2):
-        worker_reaper.reap_context_workers()
-        tff.backends.native.set_sync_local_cpp_execution_context()
-        self.assertEqual(add_one(value), value + 1)
-        started = list(worker_reaper._workers)
-        self.assertNotEmpty(started)
-        worker_reaper.reap_context_workers()
-        self.assertEmpty(worker_reaper._workers)
-        for process in started:
-          # Killed; a tracer (py-spy) can delay its exit status a little.
-          self.assertEqual(process.wait(timeout=60), -9)
-    finally:
-      tff.framework.set_default_context(previous)
+    worker_reaper.reap_context_workers()
+    tff.backends.native.set_sync_local_cpp_execution_context()
+    self.assertEqual(add_one(value), value + 1)
+    started = list(worker_reaper._workers)
+    self.assertNotEmpty(started)
+    return started
+
+  def test_fresh_contexts_compute_and_their_workers_are_killed(self):
+    for value in (1, 2):
+      started = self._compute_in_a_fresh_context(value)
+      worker_reaper.reap_context_workers()
+      self.assertEmpty(worker_reaper._workers)
+      for process in started:
+        # Killed; a tracer (py-spy) can delay its exit status a little.
+        self.assertEqual(process.wait(timeout=60), -9)
 
   def test_tffs_del_leaves_the_worker_to_the_reaper(self):
     # TFF's ServiceManager.__del__ would SIGINT its worker and wait (minutes
     # for a busy one); the reaper kills it instead, when asked.
-    @tff.tensorflow.computation(np.int32)
-    def add_one(x):
-      return x + 1
-
-    previous = tff.framework.get_context_stack().current
-    try:
-      worker_reaper.reap_context_workers()
-      tff.backends.native.set_sync_local_cpp_execution_context()
-      self.assertEqual(add_one(1), 2)
-      (worker,) = worker_reaper._workers
-      self.assertIsInstance(worker, subprocess.Popen)
-      managers = [obj for obj in gc.get_objects()
-                  if type(obj).__name__ == 'ServiceManager' and
-                  getattr(obj, '_process', None) is worker]
-      self.assertLen(managers, 1)
-      type(managers[0]).__del__(managers[0])
-      self.assertIsNone(worker.poll())  # Not stopped, not waited for.
-      worker_reaper.reap_context_workers()
-      self.assertEqual(worker.wait(timeout=60), -9)
-    finally:
-      tff.framework.set_default_context(previous)
-
+    (worker,) = self._compute_in_a_fresh_context(1)
+    self.assertIsInstance(worker, subprocess.Popen)
+    managers = [obj for obj in gc.get_objects()
+                if type(obj).__name__ == 'ServiceManager' and
+                getattr(obj, '_process', None) is worker]
+    self.assertLen(managers, 1)
+    type(managers[0]).__del__(managers[0])
+    self.assertIsNone(worker.poll())  # Not stopped, not waited for.
+    worker_reaper.reap_context_workers()
+    self.assertEqual(worker.wait(timeout=60), -9)
 
 if __name__ == '__main__':
   absltest.main()
