@@ -11,9 +11,12 @@ import tensorflow as tf
 from experiments.data import tasks as tasks_lib
 from experiments.runner import config as config_lib
 from experiments.runner import planning
+from experiments.runner import registry
 from experiments.runner import training
 from experiments.studies import epsilon_sweep
 from experiments.studies import frontier
+from experiments.studies import frontier_points
+from experiments.studies import frontier_report
 from experiments.studies import tune
 
 
@@ -28,9 +31,9 @@ class ParseTest(tf.test.TestCase):
 
   def test_points_and_sizes(self):
     self.assertEqual(
-        frontier.parse_points('dp_rec: 640,40,40; dp_fedavg: 40'),
+        frontier_points.parse_points('dp_rec: 640,40,40; dp_fedavg: 40'),
         {'dp_rec': [40, 640], 'dp_fedavg': [40]})
-    defaults = frontier.parse_points(frontier.DEFAULT_POINTS)
+    defaults = frontier_points.parse_points(frontier_points.DEFAULT_POINTS)
     self.assertEqual(defaults['ddgauss16'], [40, 160, 640])
     # DDGauss's reference where the split is asked for.
     self.assertEqual(defaults['dp_fedavg_rdp'], [40, 640])
@@ -42,11 +45,11 @@ class ParseTest(tf.test.TestCase):
         ('dp_rec: 0', "'0' must be at least 1"),
         ('', '--points is empty')):
       with self.assertRaisesRegex(ValueError, message):
-        frontier.parse_points(text)
+        frontier_points.parse_points(text)
 
   def test_grids(self):
-    points = frontier.parse_points(frontier.DEFAULT_POINTS)
-    grids = frontier.parse_grids(frontier.DEFAULT_GRIDS, points)
+    points = frontier_points.parse_points(frontier_points.DEFAULT_POINTS)
+    grids = frontier_points.parse_grids(frontier_points.DEFAULT_GRIDS, points)
     self.assertEqual(grids[('dp_rec', 2560)],
                      [{'clip': 0.1}, {'clip': 0.2}, {'clip': 0.4}])
     self.assertEqual(grids[('dp_fedavg', 2560)],
@@ -56,11 +59,11 @@ class ParseTest(tf.test.TestCase):
                   ('dp_fedavg_rdp', 640)):
       self.assertEqual(grids[point], grids[('dp_fedavg', 640)], point)
     self.assertNotIn(('ddgauss16', 40), grids)
-    self.assertEqual(frontier.parse_grids(
+    self.assertEqual(frontier_points.parse_grids(
         'dp_rec@40: clip=0.01 server_lr=3,10', points)[('dp_rec', 40)],
                      [{'server_lr': 3.0, 'clip': 0.01},
                       {'server_lr': 10.0, 'clip': 0.01}])
-    self.assertEqual(frontier.parse_grids('', points), {})
+    self.assertEqual(frontier_points.parse_grids('', points), {})
     for text, message in (
         ('dp_rec: clip=0.1', 'is not "method@B: grid"'),
         ('dp_rec@80: clip=0.1', "'dp_rec@80' is not a point"),
@@ -69,13 +72,13 @@ class ParseTest(tf.test.TestCase):
         ('dp_rec@40: rounds=5,10', "'rounds' defines the point"),
         ('dp_rec@40: clip=fast', "is not a number")):
       with self.assertRaisesRegex(tune.GridError, message):
-        frontier.parse_grids(text, points)
+        frontier_points.parse_grids(text, points)
 
   def test_sigma_for_clip(self):
-    self.assertEqual(frontier.sigma_for_clip(0.2, 1.52235), 0.1314)
-    self.assertEqual(frontier.sigma_for_clip(0.0102, 1.70271), 0.006)
+    self.assertEqual(frontier_points.sigma_for_clip(0.2, 1.52235), 0.1314)
+    self.assertEqual(frontier_points.sigma_for_clip(0.0102, 1.70271), 0.006)
     with self.assertRaisesRegex(ValueError, 'below 0.0001'):
-      frontier.sigma_for_clip(1e-5, 1.5)
+      frontier_points.sigma_for_clip(1e-5, 1.5)
 
 
 class RunFrontierTest(tf.test.TestCase):
@@ -118,8 +121,8 @@ class RunFrontierTest(tf.test.TestCase):
     base = config_lib.RunConfig(task='stackoverflow_lr',
                                 aggregators=('dp_rec', 'dp_fedavg'),
                                 output_dir=out, num_seeds=3, progress=False)
-    points = frontier.parse_points('dp_rec: 80, 20; dp_fedavg: 20')
-    grids = frontier.parse_grids('dp_rec@80: clip=0.1,0.2,0.4', points)
+    points = frontier_points.parse_points('dp_rec: 80, 20; dp_fedavg: 20')
+    grids = frontier_points.parse_grids('dp_rec@80: clip=0.1,0.2,0.4', points)
     printed = []
     with mock.patch.object(training, 'run', run), \
         mock.patch.object(training, 'calibrated_aggregator', calibrated_aggregator), \
@@ -154,6 +157,35 @@ class RunFrontierTest(tf.test.TestCase):
     self.assertIn('[x] WARNING: shown', printed)
     self.assertNotIn('[x] chatter: hidden', printed)
 
+  def test_in_law_point_trains_the_codec_points_setting(self):
+    calls = []
+    task, calibrated_aggregator, run = self._fakes(calls)
+    out = self.create_tempdir().full_path
+    base = config_lib.RunConfig(task='stackoverflow_lr',
+                                aggregators=('dp_rec',), output_dir=out,
+                                num_seeds=2, progress=False)
+    points = frontier_points.parse_points('dp_rec: 80; dp_rec_in_law: 80,20')
+    grids = frontier_points.parse_grids('dp_rec@80: clip=0.1,0.2,0.4',
+                                        points)
+    with mock.patch.object(training, 'run', run), \
+        mock.patch.object(training, 'calibrated_aggregator', calibrated_aggregator), \
+        mock.patch.object(tasks_lib, 'create_task', lambda *a, **k: task):
+      done, _, _ = frontier.run_frontier(base, points, grids, tune_seeds=1,
+                                         print_fn=lambda *a: None)
+    # The codec's point (tuned) before the in-law point at the same B,
+    # which trains the chosen sigma untuned.
+    self.assertEqual([(c.aggregators, c.clients_per_round, c.eval_split)
+                      for c in calls],
+                     [(('dp_rec_in_law',), 20, 'test'),
+                      *[(('dp_rec',), 80, 'validation')] * 3,
+                      (('dp_rec',), 80, 'test'),
+                      (('dp_rec_in_law',), 80, 'test')])
+    self.assertEqual((calls[-1].noise_stddev, calls[-1].output_dir),
+                     (0.1, os.path.join(out, 'B80', 'dp_rec_in_law',
+                                        'noise_stddev=0.1')))
+    info = done[-1][3]
+    self.assertEqual((info['tuned'], info['shared_with']), (False, 'dp_rec'))
+
 
   def test_report_only_trains_nothing_and_reports_what_finished(self):
     defaults = types.SimpleNamespace(
@@ -171,14 +203,14 @@ class RunFrontierTest(tf.test.TestCase):
     base = config_lib.RunConfig(
         task='stackoverflow_lr', aggregators=('dp_rec',), num_seeds=2,
         output_dir=self.create_tempdir().full_path, progress=False)
-    points = frontier.parse_points('dp_rec: 40, 80, 160')
-    grids = frontier.parse_grids('dp_rec@80: clip=0.1,0.2,0.4; '
+    points = frontier_points.parse_points('dp_rec: 40, 80, 160')
+    grids = frontier_points.parse_grids('dp_rec@80: clip=0.1,0.2,0.4; '
                                  'dp_rec@160: clip=0.1,0.2', points)
     with mock.patch.object(training, 'run', run), \
         mock.patch.object(training, 'calibrated_aggregator', calibrated_aggregator), \
         mock.patch.object(tasks_lib, 'create_task', lambda *a, **k: task):
       # Tune B = 80 only (its test runs are faked below).
-      frontier.tune_point(base, 'dp_rec', 80, [
+      frontier_points.tune_point(base, 'dp_rec', 80, [
           dict(noise_stddev=v) for v in (0.05, 0.1, 0.2)], 1, print)
     finished = {40: [_record('dp_rec', 0.2, 1e-6, 1e-3, 40, seed=0)],
                 80: [_record('dp_rec', 0.3, 1e-6, 1e-3, 80, seed=s)
@@ -204,7 +236,7 @@ class RunFrontierTest(tf.test.TestCase):
     self.assertEqual(done[2][3]['note'], '2 of 2 tuning settings not trained '
                      'yet (noise_stddev=0.05, noise_stddev=0.1)')
     self.assertEqual(context, dict(frequent_tags=0.22))
-    table = frontier.markdown(frontier.summarize(done), context, 'recall@5')
+    table = frontier_report.markdown(frontier_report.summarize(done), context, 'recall@5')
     self.assertIn('| dp_rec | 40 | task defaults: 1 of 2 seeds finished | ',
                   table)
     self.assertIn('| dp_rec | 160 | 2 of 2 tuning settings not trained yet',
@@ -232,13 +264,13 @@ class RunFrontierTest(tf.test.TestCase):
     base = config_lib.RunConfig(
         task='stackoverflow_lr', aggregators=('dp_rec',), num_seeds=1,
         output_dir=self.create_tempdir().full_path, progress=False)
-    points = frontier.parse_points('dp_rec: 80')
+    points = frontier_points.parse_points('dp_rec: 80')
     printed = []
     with mock.patch.object(training, 'run', run), \
         mock.patch.object(training, 'calibrated_aggregator', calibrated_aggregator), \
         mock.patch.object(tasks_lib, 'create_task', lambda *a, **k: task):
       done, _, _ = frontier.run_frontier(
-          base, points, frontier.parse_grids('dp_rec@80: clip=0.1,0.2',
+          base, points, frontier_points.parse_grids('dp_rec@80: clip=0.1,0.2',
                                              points),
           tune_seeds=1, print_fn=printed.append, extensions=extensions)
     return tuned, done[0][3], printed
@@ -258,12 +290,12 @@ class RunFrontierTest(tf.test.TestCase):
     self.assertEqual(tuned, [0.05, 0.1, 0.2])
     self.assertEqual((info['setting'], info['edges']),
                      ('noise_stddev=0.2', ['noise_stddev (largest)']))
-    row = frontier.summarize([('dp_rec', 80, [_record(
+    row = frontier_report.summarize([('dp_rec', 80, [_record(
         'dp_rec', 0.5, 1e-6, 1e-3, 80, clip_ratio=2.0, noise_stddev=0.2,
         l2_clip=0.4)], info)])
     self.assertIn('(tuned, grid grown past its edge to noise_stddev=0.2, '
                   'edge: noise_stddev (largest))',
-                  frontier.markdown(row, {}, 'recall@5'))
+                  frontier_report.markdown(row, {}, 'recall@5'))
     # Best at the smallest edge: one step down, then inside.
     tuned, info, _ = self._extend({0.025: 0.1, 0.05: 0.3, 0.1: 0.2},
                                   extensions=2)
@@ -289,14 +321,14 @@ class ReportTest(tf.test.TestCase):
          dict(setting='noise_stddev=0.1314', tuned=True,
               edges=['noise_stddev (largest)'])),
         ('ddgauss16', 640, [], dict(note='every tuned setting diverged'))]
-    rows = frontier.summarize(points)
+    rows = frontier_report.summarize(points)
     self.assertAllClose(rows[0]['relative_noise'], 0.463 / 40)
     self.assertAllClose(rows[1]['relative_noise'], 1 / (1.5 * 40**0.5))
     self.assertAllClose(rows[2]['mean'], 0.36)
     self.assertAllClose(rows[2]['se'], 0.01)
     self.assertAllClose(rows[2]['total_gb'], 50.001)
     context = dict(frequent_tags=0.22)
-    table = frontier.markdown(rows, context, 'recall@5')
+    table = frontier_report.markdown(rows, context, 'recall@5')
     self.assertIn('| dp_rec | 2560 | noise_stddev=0.1314 (tuned, edge: '
                   'noise_stddev (largest)) | c 1.500, sigma 0.1314, clip '
                   '0.197 | 0.01318 (1.14x) | 36.00 ± 1.00 (2 seeds) |', table)
@@ -305,7 +337,7 @@ class ReportTest(tf.test.TestCase):
     self.assertIn('| frequent tags (5 most frequent) | | | | | 22.00 |',
                   table)
     directory = self.create_tempdir().full_path
-    paths = frontier.write(directory, rows, context, 'recall@5')
+    paths = frontier_report.write(directory, rows, context, 'recall@5')
     self.assertEqual([os.path.basename(p) for p in paths],
                      ['frontier.csv', 'frontier.md', 'frontier.png'])
     with open(paths[0]) as f:
@@ -313,10 +345,10 @@ class ReportTest(tf.test.TestCase):
     self.assertGreater(os.path.getsize(paths[2]), 10_000)
 
   def test_write_before_anything_finished(self):
-    rows = frontier.summarize([('dp_rec', 40, [], dict(
+    rows = frontier_report.summarize([('dp_rec', 40, [], dict(
         note='task defaults: 0 of 3 seeds finished'))])
     directory = self.create_tempdir().full_path
-    paths = frontier.write(directory, rows, {}, 'recall@5')
+    paths = frontier_report.write(directory, rows, {}, 'recall@5')
     self.assertEqual(sorted(os.listdir(directory)),
                      ['frontier.csv', 'frontier.md'])  # No temporaries.
     self.assertEqual([os.path.basename(p) for p in paths],
@@ -334,19 +366,19 @@ class ReportTest(tf.test.TestCase):
     points = [point('dp_fedavg', 40, 0.39, 0.4, 0.4)]
     points += [point('dp_rec', 40 * 4**i, m, 1e-5 * 4**i, 0.02 * 4**i)
                for i, m in enumerate(dp_rec_means)]
-    return frontier.summarize(points)
+    return frontier_report.summarize(points)
 
   def test_split_at_each_b_with_the_three_rows(self):
     def point(name, b, mean):
       return (name, b, [_record(name, mean - 0.01, 0.4, 0.4, b, 0),
                         _record(name, mean + 0.01, 0.4, 0.4, b, 1)],
               dict(setting='task defaults'))
-    rows = frontier.summarize([
+    rows = frontier_report.summarize([
         point('dp_fedavg', 40, 0.40), point('dp_fedavg_rdp', 40, 0.35),
         point('ddgauss16', 40, 0.33), point('dp_fedavg', 640, 0.70),
         point('dp_fedavg_rdp', 640, 0.68), point('ddgauss16', 640, 0.58),
         point('dp_fedavg', 160, 0.60), point('ddgauss16', 160, 0.50)])
-    lines = frontier.split_lines(rows)
+    lines = frontier_report.split_lines(rows)
     # B = 160 has no RDP reference: no split there. SE 1 point each.
     self.assertEqual(lines, [
         '* At B = 40: ddgauss16 - dp_fedavg -7.00 points, in two parts: '
@@ -358,45 +390,58 @@ class ReportTest(tf.test.TestCase):
         'general subsampling bound); dp_fedavg_rdp - dp_fedavg -2.00 ± 1.41 '
         '(RDP against PLD, the accountant).'])
     self.assertIn('\n* At B = 640: ddgauss16 - dp_fedavg -12.00',
-                  frontier.report_text(rows, {}, 'recall@5'))
+                  frontier_report.report_text(rows, {}, 'recall@5'))
     rows[4]['mean'] = math.nan  # A diverged reference: no split at 640.
-    self.assertLen(frontier.split_lines(rows), 1)
+    self.assertLen(frontier_report.split_lines(rows), 1)
 
   def test_verdict(self):
     # SE of each mean 1 point, so the gap's is sqrt(2).
-    lines = frontier.verdict(self._rows([0.21, 0.27, 0.33, 0.36]),
+    lines = frontier_report.verdict(self._rows([0.21, 0.27, 0.33, 0.36]),
                              predicted=3272)
     self.assertEqual(lines[0],
                      'Against dp_fedavg at B = 40 (39.00%, 2 seeds):')
     self.assertIn('* dp_rec at B = 2560 (2 seeds): -3.00 ± 1.41 points; upload '
                   'x0.0016, total traffic x1.6.', lines)
     self.assertIn('Measured: dp_rec stays below dp_fedavg at B = 40 up to '
-                  'B = 2560, by -3.00 ± 1.41 points.', lines)
+                  'B = 2560, by -3.00 ± 1.41 points (more than one SE).',
+                  lines)
     self.assertEqual(lines[-1], "The planner predicted B' = 3,272 (equal "
                      'noise over the clip).')
-    # Crossing between 640 (33) and 2560 (45): 39 is half way, in log B.
-    lines = frontier.verdict(self._rows([0.21, 0.27, 0.33, 0.45]))
-    self.assertIn('Measured: dp_rec reaches dp_fedavg at B = 40 between '
-                  'B = 640 and 2560 (about 1,280, interpolating its metric '
-                  'linearly in log B).', lines)
+    # Crossing between 640 (33) and 2560 (45): 39 is half way, in log B;
+    # the gaps +- 1.41 cross at 640 * 4**(4.59 / 12) and 4**(7.41 / 12).
+    lines = frontier_report.verdict(self._rows([0.21, 0.27, 0.33, 0.45]))
+    self.assertIn('Measured: dp_rec comes within one SE of dp_fedavg at '
+                  'B = 40, or above it, first at B = 2,560 (+6.00 ± 1.41 '
+                  "points). Its metric reaches the reference's at B ≈ 1,280 "
+                  '(linear in log B between the measured points); with each '
+                  'gap moved by one SE, between B ≈ 1,087 and B ≈ 1,507.',
+                  lines)
     self.assertNotIn('planner', lines[-1])
-    lines = frontier.verdict(self._rows([0.40]))
-    self.assertIn('Measured: dp_rec reaches dp_fedavg at B = 40 at B = 40 '
-                  'already.', lines)
-    self.assertEqual(frontier.verdict(self._rows([])), [])
+    lines = frontier_report.verdict(self._rows([0.40]))
+    self.assertIn('Measured: dp_rec comes within one SE of dp_fedavg at '
+                  'B = 40, or above it, first at B = 40 (+1.00 ± 1.41 '
+                  'points). It reaches the reference already at B = 40.',
+                  lines)
+    # Within one SE at 160, below the reference's mean everywhere.
+    lines = frontier_report.verdict(self._rows([0.21, 0.38]))
+    self.assertIn('Measured: dp_rec comes within one SE of dp_fedavg at '
+                  'B = 40, or above it, first at B = 160 (-1.00 ± 1.41 '
+                  "points). Its metric stays below the reference's up to "
+                  'B = 160.', lines)
+    self.assertEqual(frontier_report.verdict(self._rows([])), [])
     # A diverged point is named and left out of the break-even; a point
     # with one seed has no SE, so neither has its gap.
     rows = self._rows([0.21, math.nan, 0.33])
     rows[3]['se'] = None
-    lines = frontier.verdict(rows, label='recall@5')
+    lines = frontier_report.verdict(rows, label='recall@5')
     self.assertIn('* dp_rec at B = 160 (2 seeds): diverged; left out.', lines)
     self.assertIn('Measured: dp_rec stays below dp_fedavg at B = 40 up to '
-                  'B = 640, by -6.00 points.', lines)
+                  'B = 640, by -6.00 points (more than one SE).', lines)
     rows = self._rows([0.21, 0.27, 0.45])
     rows[0]['mean'] = math.nan  # A diverged reference: no verdict.
-    self.assertEqual(frontier.verdict(rows), [])
+    self.assertEqual(frontier_report.verdict(rows), [])
     # The report carries the verdict under the table.
-    text = frontier.report_text(self._rows([0.21]),
+    text = frontier_report.report_text(self._rows([0.21]),
                                 dict(predicted_break_even=3272), 'recall@5')
     self.assertIn("|\n\nAgainst dp_fedavg at B = 40", text)
     self.assertIn("B' = 3,272", text)
@@ -404,12 +449,58 @@ class ReportTest(tf.test.TestCase):
     self.assertIn('Time, summed over runs: 0.00 h of tuning', text)
     rows = self._rows([0.21])
     rows[1]['tune_seconds'] = 5400.0
-    self.assertEqual(frontier.time_line(rows),
+    self.assertEqual(frontier_report.time_line(rows),
                      'Time, summed over runs: 1.50 h of tuning runs (wall '
                      "time) and 0.00 h in the points' training rounds "
                      '(s/round x rounds: building and evaluation not '
                      'counted).')
     self.assertAllClose(rows[0]['train_seconds'], 5.0)
+
+  def test_break_even_bounds(self):
+    # Gaps -3 +- 1 at 100 and +1 +- 1 at 1000: the mean crosses at 3/4 of
+    # the way in log B, the gap + 1 at 1/2, the gap - 1 at the far end.
+    found = frontier_report.break_even([(1000, 1.0, 1.0), (100, -3.0, 1.0)])
+    self.assertEqual(found['first'], 1000)
+    self.assertAllClose(
+        [found['estimate'], found['low'], found['high']],
+        [10**2.75, 10**2.5, 1000.0])
+    self.assertEqual(found['at_first'], [])
+    # Never reached by the gap - 1; the gap + 1 at the first point.
+    found = frontier_report.break_even([(100, -0.5, 1.0), (1000, -0.2, 1.0)])
+    self.assertEqual(found['first'], 100)
+    self.assertIsNone(found['estimate'])
+    self.assertIsNone(found['high'])
+    self.assertEqual(found['at_first'], ['low'])
+
+  def test_in_law_rows_cross_check_and_complete_the_curve(self):
+    rows = self._rows([0.21, 0.27, 0.33])
+    def point(b, mean, seconds):
+      records = [_record(registry.DP_REC_IN_LAW, mean + d, 1e-5, 0.02, b, i)
+                 for i, d in enumerate((-0.01, 0.01))]
+      for r in records:
+        r['seconds_per_round'] = seconds
+      return (registry.DP_REC_IN_LAW, b, records,
+              dict(setting='noise_stddev=0.1', shared_with='dp_rec'))
+    rows += frontier_report.summarize([point(640, 0.32, 0.2), point(2560, 0.40, 0.3)])
+    lines = frontier_report.verdict(rows)
+    self.assertIn('* Cross-check at B = 640: dp_rec_in_law - dp_rec '
+                  '-1.00 ± 1.41 points (equal in law: expected 0); s/round '
+                  '0.20 in law, 0.50 with the codec.', lines)
+    # The real codec's point at 640, the in-law point at 2560.
+    self.assertIn('first at B = 2,560 (+1.00 ± 1.41 points)', lines[-1])
+    self.assertIn('B ≈ 2,100', lines[-1])
+    table = frontier_report.markdown(rows, {}, 'metric')
+    self.assertIn("noise_stddev=0.1 (dp_rec's: a cross-check)", table)
+    self.assertIn('dp_rec_in_law: simulates DP-REC\'s decoded update in law',
+                  table)
+
+  def test_in_law_point_takes_no_grid_where_dp_rec_has_a_point(self):
+    points = frontier_points.parse_points('dp_rec: 640; dp_rec_in_law: 640,4096')
+    with self.assertRaisesRegex(tune.GridError, "cross-check"):
+      frontier_points.parse_grids('dp_rec_in_law@640: clip=0.1,0.2', points)
+    grids = frontier_points.parse_grids('dp_rec_in_law@4096: clip=0.1,0.2', points)
+    self.assertEqual(grids[('dp_rec_in_law', 4096)],
+                     [{'clip': 0.1}, {'clip': 0.2}])
 
   def test_predicted_break_even(self):
     task = types.SimpleNamespace(

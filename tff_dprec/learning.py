@@ -4,6 +4,9 @@
   `model_aggregator` to `tff.learning.algorithms.build_unweighted_fed_avg`,
   and ask it for the message layout, the `DpRecEvent` and epsilon of your own
   model (`layout(model)`, `dp_event(model)`, `epsilon(model, ...)`).
+* `dp_rec_in_law_aggregator(...)`: SIMULATION ONLY, the same mean with the
+  decoded updates drawn exactly in law at a fraction of the cost (floats
+  are sent: a tool for studies, not a protocol).
 * `message_layout(model, bits=..., grouping=...)`: the group count before the
   clip is known (to calibrate it).
 * `no_client_metrics`: a metrics aggregator that releases no client metrics.
@@ -37,6 +40,7 @@ from tff_dprec import message
 from tff_dprec import rec
 from tff_dprec.aggregators import creation_guard
 from tff_dprec.aggregators import dp_rec
+from tff_dprec.aggregators import dp_rec_in_law
 
 ClientMetricsWarning = creation_guard.ClientMetricsWarning
 TffInternalsError = creation_guard.TffInternalsError
@@ -61,18 +65,20 @@ class DPRecMeanFactory(tff.aggregators.UnweightedMeanFactory):
   unweighted factory in its own type check, before any of this code runs.
   """
 
-  def __init__(self, sum_factory: dp_rec.DPRecSumFactory):
+  def __init__(self, sum_factory):
     """Initializes the mean.
 
     Args:
-      sum_factory: The `DPRecSumFactory` that sums the updates.
+      sum_factory: The `DPRecSumFactory` that sums the updates, or, for
+        simulations only, a `DPRecInLawSumFactory`.
 
     Raises:
-      TypeError: If `sum_factory` is not a `DPRecSumFactory`.
+      TypeError: If `sum_factory` is neither.
     """
-    if not isinstance(sum_factory, dp_rec.DPRecSumFactory):
+    if not isinstance(sum_factory, _SUM_FACTORIES):
       raise TypeError(
-          f'sum_factory must be a DPRecSumFactory, found {sum_factory!r}.')
+          'sum_factory must be a DPRecSumFactory or a DPRecInLawSumFactory, '
+          f'found {sum_factory!r}.')
     super().__init__(value_sum_factory=sum_factory)
     self._sum_factory = sum_factory
 
@@ -80,7 +86,7 @@ class DPRecMeanFactory(tff.aggregators.UnweightedMeanFactory):
     return f'{type(self).__name__}({self._sum_factory!r})'
 
   @property
-  def sum_factory(self) -> dp_rec.DPRecSumFactory:
+  def sum_factory(self):
     """The DP-REC sum (for `history.ClientReplay` and its settings)."""
     return self._sum_factory
 
@@ -154,6 +160,30 @@ def dp_rec_aggregator(
       insecure_test_seed=insecure_test_seed))
 
 
+def dp_rec_in_law_aggregator(
+    noise_stddev: float,
+    l2_clip: Optional[float],
+    bits: int = 7,
+    grouping: rec.Grouping = rec.GROUPING_TENSOR,
+    insecure_test_seed: Optional[int] = None,
+) -> DPRecMeanFactory:
+  """SIMULATION ONLY: the DP-REC mean with its decoded updates drawn in law.
+
+  `dp_rec_aggregator`'s mean, with the sum drawn exactly in law at K + d
+  normals per group and client (`DPRecInLawSumFactory`): the same training
+  in law, clipping, groups, bits and `epsilon`, at a fraction of the cost.
+  Its clients send floats, not messages: use it to study DP-REC, never to
+  deploy it. `upload_bits` is the real protocol's, analytic. It records no
+  messages, so history compression (`start_history`) refuses it.
+
+  Raises:
+    TypeError, ValueError: For invalid arguments.
+  """
+  return DPRecMeanFactory(dp_rec_in_law.DPRecInLawSumFactory(
+      noise_stddev=noise_stddev, l2_clip=l2_clip, bits=bits,
+      grouping=grouping, insecure_test_seed=insecure_test_seed))
+
+
 def message_layout(model, *, bits: int = 7,
                    grouping: rec.Grouping = rec.GROUPING_TENSOR
                    ) -> message.MessageLayout:
@@ -166,6 +196,10 @@ def message_layout(model, *, bits: int = 7,
   sum_factory = dp_rec.DPRecSumFactory(noise_stddev=1.0, l2_clip=None,
                                        bits=bits, grouping=grouping)
   return sum_factory.layout(update_type(model))
+
+
+_SUM_FACTORIES = (dp_rec.DPRecSumFactory,
+                  dp_rec_in_law.DPRecInLawSumFactory)
 
 
 def update_type(model) -> tff.Type:
@@ -238,6 +272,11 @@ def start_history(process: tff.learning.templates.LearningProcess, *,
     raise TypeError('aggregator must be a DPRecMeanFactory '
                     f'(tff_dprec.learning.dp_rec_aggregator), found '
                     f'{aggregator!r}.')
+  if isinstance(aggregator.sum_factory, dp_rec_in_law.DPRecInLawSumFactory):
+    raise ValueError(
+        'History compression replays the real messages; an aggregator from '
+        'dp_rec_in_law_aggregator (a simulation in law) sends none. Use '
+        'dp_rec_aggregator(..., record_messages=True).')
   if not aggregator.sum_factory.record_messages:
     raise ValueError('aggregator must record its messages: use '
                      'dp_rec_aggregator(..., record_messages=True).')

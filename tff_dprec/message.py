@@ -164,7 +164,8 @@ def encode_update(value, layout: MessageLayout, *, noise_stddev: float,
     l2_clip: The L2 norm to clip the whole update to, or `None` for no
       clipping (compression only, not private).
     chunk_elements: Candidate elements generated at once (client memory).
-    insecure_test_seed: TESTS ONLY, NOT PRIVATE: an int makes R and the
+    insecure_test_seed: TESTS ONLY, NOT PRIVATE: an int (or an int64
+      scalar tensor, for statistical tests that loop in a graph) makes R and the
       selection noise functions of this value and the clipped update.
 
   Returns:
@@ -176,19 +177,15 @@ def encode_update(value, layout: MessageLayout, *, noise_stddev: float,
   validation.check_positive_number(noise_stddev, 'noise_stddev')
   if l2_clip is not None:
     validation.check_positive_number(l2_clip, 'l2_clip')
-  if insecure_test_seed is not None:
-    validation.check_int(insecure_test_seed, 'insecure_test_seed')
-    insecure_test_seed = int(insecure_test_seed) % 2**63
-  flat = _zero_if_not_finite(layout.flatten(value))
-  if l2_clip is not None:
-    flat = _clip_l2(flat, l2_clip)
+  insecure_test_seed = checked_test_seed(insecure_test_seed)
+  flat = prepared_update(value, layout, l2_clip)
   if insecure_test_seed is None:
     # Fresh OS entropy drawn on the client, independent of its update and of
     # anything in the graph the server built.
     seed_word = rec.fresh_int64([])
     selection_seeds = [None] * layout.num_groups
   else:
-    seed_word, selection_seeds = _insecure_test_seeds(
+    seed_word, selection_seeds = insecure_test_seeds(
         flat, insecure_test_seed, layout.num_groups)
   seed = codec_seed(seed_word)
   indices = [
@@ -203,6 +200,17 @@ def encode_update(value, layout: MessageLayout, *, noise_stddev: float,
   else:
     indices_tensor = tf.stack(indices)
   return collections.OrderedDict(seed=seed_word, indices=indices_tensor)
+
+
+def prepared_update(value, layout: MessageLayout,
+                    l2_clip: Optional[float]) -> tf.Tensor:
+  """The flat float32 update a client encodes: zero if any element is not
+  finite, then clipped to `l2_clip` in L2 norm (norm in float64) unless
+  `l2_clip` is None."""
+  flat = _zero_if_not_finite(layout.flatten(value))
+  if l2_clip is not None:
+    flat = _clip_l2(flat, l2_clip)
+  return flat
 
 
 def indices_valid(indices, layout: MessageLayout) -> tf.Tensor:
@@ -284,12 +292,22 @@ def _decode_flat(seed, indices, layout, noise_stddev):
   return tf.concat(parts, axis=0)
 
 
-def _insecure_test_seeds(flat, test_seed, num_groups):
-  """Test mode: seed word and selection seeds from `test_seed` and `flat`."""
+def checked_test_seed(test_seed):
+  """A test seed as `insecure_test_seeds` takes it: None, an int (reduced
+  mod 2**63) or an int64 scalar tensor (a statistical test's graph loop)."""
+  if test_seed is None or tf.is_tensor(test_seed):
+    return test_seed
+  validation.check_int(test_seed, 'insecure_test_seed')
+  return int(test_seed) % 2**63
+
+
+def insecure_test_seeds(flat, test_seed, num_groups: int):
+  """TESTS ONLY: a seed word and one seed per group from `test_seed` and
+  the prepared update `flat` (deterministic, so not private)."""
   fingerprint = tf.fingerprint(
       tf.reshape(tf.bitcast(flat, tf.uint8), [1, -1]))
   word = tf.bitcast(tf.reshape(fingerprint, [8]), tf.int64)
-  key = tf.stack([tf.constant(test_seed, tf.int64), word])
+  key = tf.stack([tf.cast(test_seed, tf.int64), word])
   seed_word = tf.random.stateless_uniform(
       [], seed=key, minval=None, maxval=None, dtype=tf.int64, alg='philox')
   selection_seeds = [

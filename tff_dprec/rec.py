@@ -253,6 +253,13 @@ def fresh_uniform(shape, dtype=tf.float32) -> tf.Tensor:
       seed2=0)
 
 
+def fresh_normal(shape, dtype=tf.float32) -> tf.Tensor:
+  """Standard normals from runtime OS entropy (see `fresh_uniform`)."""
+  return tf.raw_ops.RandomStandardNormal(
+      shape=tf.convert_to_tensor(shape, tf.int32), dtype=dtype, seed=0,
+      seed2=0)
+
+
 def fresh_int64(shape) -> tf.Tensor:
   """Uniform int64 over [int64 min, int64 max) from runtime OS entropy."""
   return tf.raw_ops.RandomUniformInt(

@@ -3,7 +3,10 @@
 Wires `tff_dprec.history` into a `tff.learning` process: the initial model
 from a seed R', one `Downlink` per distinct client of each round (its bits are
 what the results count), the round's messages into the log, and the replay of
-a sample of clients compared bit for bit with the server's model.
+a sample of clients compared bit for bit with the server's model. For an
+aggregator simulated in law (no messages) the downlinks are sized
+analytically: the log counts each round's messages, which is all that its
+sizes depend on, and nothing is replayed.
 """
 
 from typing import Sequence
@@ -28,17 +31,23 @@ class HistoryDownlink:
   `verify_clients` distinct clients of round 1 (returning clients, checked at
   every later participation), and checks each replay bit for bit against the
   server's model and optimizer state.
+
+  `analytic=True` (an aggregator simulated in law, which sends no messages):
+  the same downlink decisions and sizes, from each round's message count;
+  no client is tracked or replayed.
   """
 
   def __init__(self, *, model_fn, factory, server_optimizer, seed: int,
-               client_ids: Sequence[str], verify_clients: int):
+               client_ids: Sequence[str], verify_clients: int,
+               analytic: bool = False):
     rng = np.random.default_rng([seed, 0x4849])  # Apart from sampling's.
     self.initial_seed = initial_model_seed(seed)
-    self._verify_clients = verify_clients
-    count = min(verify_clients, len(client_ids))
+    self.analytic = analytic
+    self._verify_clients = 0 if analytic else verify_clients
+    count = min(self._verify_clients, len(client_ids))
     self.tracked = set(str(c) for c in rng.choice(
         np.asarray(client_ids), size=count, replace=False))
-    self._replay = history.ClientReplay(
+    self._replay = None if analytic else history.ClientReplay(
         model_fn=model_fn, factory=factory, server_optimizer=server_optimizer)
     self._server = None
     self._clients = {}
@@ -82,8 +91,15 @@ class HistoryDownlink:
         self._check(client, downlink, process, state)
     return bits
 
-  def after_round(self, round_index: int, messages) -> None:
-    self._server.record_round(round_index, messages)
+  def after_round(self, round_index: int, measured: dict) -> None:
+    """Logs round `round_index` from its aggregator measurements."""
+    if self.analytic:
+      # Rows without columns: a history's size counts the messages, and the
+      # log of a simulation in law holds none.
+      self._server.record_round(
+          round_index, np.zeros([int(measured['num_messages']), 0], np.int64))
+    else:
+      self._server.record_round(round_index, measured['messages'])
 
   def finish(self, round_index: int, process, state) -> None:
     """Brings every tracked client to the final model and checks it."""

@@ -211,10 +211,11 @@ class RunConfig:
                          f'calibration range), found {value!r}.')
     for name, aggregator in (('noise_multiplier', 'dp_fedavg'),
                              ('clip_ratio', 'dp_rec')):
-      users = {aggregator, aggregator + registry.NO_NOISE_SUFFIX,
-               aggregator + registry.EXACT_SAMPLE_SUFFIX}
-      if getattr(self, name) is not None and not users & set(
-          self.aggregators):
+      users = {a for a in self.aggregators
+               if registry.protocol(a) in (
+                   aggregator, aggregator + registry.NO_NOISE_SUFFIX,
+                   aggregator + registry.EXACT_SAMPLE_SUFFIX)}
+      if getattr(self, name) is not None and not users:
         raise ValueError(
             f'{name}={getattr(self, name)!r} applies to {aggregator} only, '
             f'which is not in aggregators={",".join(self.aggregators)}.')

@@ -97,6 +97,19 @@ class AggregatorSpec:
   # (docs/EXPERIMENTS.md, "Time"): DP-REC 0.64 (at 5 bits; REC alike),
   # DDGauss 0.43, DP-FedAvg 0.15, FedAvg 0.12, the controls as FedAvg.
   relative_cost: float = 1.0
+  # SIMULATION ONLY: the decoded updates of `simulates` drawn in law
+  # (`tff_dprec.in_law`); clients send floats, traffic is the real
+  # protocol's, analytic, and history downlinks are sized, not replayed.
+  simulates: Optional[str] = None
+
+  @property
+  def in_law(self) -> bool:
+    return self.simulates is not None
+
+  @property
+  def protocol(self) -> str:
+    """The protocol this aggregator runs, or simulates in law."""
+    return self.simulates or self.name
 
 
 _REGISTRY: dict = {}
@@ -115,6 +128,12 @@ def names() -> tuple:
 
 def private_names() -> tuple:
   return tuple(n for n, s in _REGISTRY.items() if s.private)
+
+
+def protocol(name: str) -> str:
+  """The protocol aggregator `name` runs or simulates ('dp_rec' for
+  'dp_rec_in_law'); ValueError for an unknown name."""
+  return get(name).protocol
 
 
 def get(name: str) -> AggregatorSpec:
@@ -209,7 +228,8 @@ def _rec_privacy(s, params, c, margin_met):
 
 
 def _build_rec(spec, s):
-  """DP-REC (`dp_rec`) or compression-only REC (`rec`).
+  """DP-REC (`dp_rec`), compression-only REC (`rec`), or DP-REC simulated
+  in law (`dp_rec_in_law`, floats sent: `tff_dprec.in_law`).
 
   `s.bits` None: DP-REC picks its bits from its clip ratio (`auto_bits`);
   compression-only REC then uses 7 bits (the paper's).
@@ -217,6 +237,7 @@ def _build_rec(spec, s):
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
   from tff_dprec import accounting  # pylint: disable=g-import-not-at-top
   from tff_dprec.aggregators import dp_rec  # pylint: disable=g-import-not-at-top
+  from tff_dprec.aggregators import dp_rec_in_law  # pylint: disable=g-import-not-at-top
 
   def num_groups_at(bits):
     return dp_rec.DPRecSumFactory(
@@ -246,10 +267,16 @@ def _build_rec(spec, s):
     clip = c * s.noise_stddev
     params, label, local_epsilon, epsilon_after = _rec_privacy(
         s, params, c, margin_met)
-  rec_sum = dp_rec.DPRecSumFactory(
-      s.noise_stddev, clip, bits=bits, grouping=s.grouping,
-      record_messages=s.record_messages,
-      insecure_test_seed=s.insecure_test_seed)
+  if spec.in_law:
+    params['simulation'] = IN_LAW
+    rec_sum = dp_rec_in_law.DPRecInLawSumFactory(
+        s.noise_stddev, clip, bits=bits, grouping=s.grouping,
+        insecure_test_seed=s.insecure_test_seed)
+  else:
+    rec_sum = dp_rec.DPRecSumFactory(
+        s.noise_stddev, clip, bits=bits, grouping=s.grouping,
+        record_messages=s.record_messages,
+        insecure_test_seed=s.insecure_test_seed)
   return CalibratedAggregator(
       spec.name, tff.aggregators.UnweightedMeanFactory(
           value_sum_factory=rec_sum),
@@ -387,6 +414,12 @@ def _build_fedavg(spec, s):
 
 
 NO_NOISE_SUFFIX = '_no_noise'
+# DP-REC's decoded updates drawn in law: a simulation, not a protocol.
+DP_REC_IN_LAW = 'dp_rec_in_law'
+IN_LAW = 'in_law'
+IN_LAW_NOTE = ('simulates DP-REC\'s decoded update in law: its clients send '
+               'floats, so it is not a deployable protocol; its traffic is '
+               'the real protocol\'s, analytic')
 # DP-FedAvg under RDP, the reference for DDGauss (`_build_dp_fedavg_rdp`).
 DP_FEDAVG_RDP = 'dp_fedavg_rdp'
 EXACT_SAMPLE_SUFFIX = '_exact_sample'
@@ -534,3 +567,7 @@ register(AggregatorSpec(
     EXACT_SAMPLE, private=False, supports_history=False,
     needs_test_context=False, sampling=get('dp_rec').sampling,
     build=_build_exact_sample, relative_cost=1.25))
+register(AggregatorSpec(
+    DP_REC_IN_LAW, private=True, supports_history=True,
+    needs_test_context=False, sampling=get('dp_rec').sampling,
+    build=_build_rec, relative_cost=1.5, simulates='dp_rec'))

@@ -14,6 +14,7 @@ import statistics
 from typing import Callable, Optional, Sequence
 
 from experiments.infra import atomic_files
+from experiments.runner import registry
 
 GIGABYTE_BITS = 8e9
 
@@ -160,6 +161,11 @@ def _table_notes(records, rows, context, label) -> list[str]:
                  'section 8); and an RDP accountant, looser than the PLD of '
                  'DP-REC and DP-FedAvg, so DDGauss is calibrated with more '
                  'noise than a tight accountant would need (a handicap).')
+  simulated = sorted({r['aggregator'] for r in records
+                      if r['aggregator'] in registry.names() and
+                      registry.get(r['aggregator']).in_law})
+  if simulated:
+    lines.append(f"{', '.join(simulated)}: {registry.IN_LAW_NOTE}.")
   split = accountant_split(rows)
   if split:
     lines.append('')

@@ -13,7 +13,6 @@ import collections
 import contextlib
 import dataclasses
 import os
-import signal
 import time
 from typing import Any, Optional
 
@@ -29,6 +28,7 @@ from experiments.runner import execution
 from experiments.infra import compile_cache
 from experiments.infra import distributed
 from experiments.infra import downlink as downlink_lib
+from experiments.infra import test_hooks
 from experiments.runner import ledger as ledger_lib
 from experiments.runner import planning
 from experiments.runner import registry
@@ -40,12 +40,9 @@ from experiments.infra import worker_reaper
 from experiments.data import tasks as tasks_lib
 
 DOWNLINKS = config_lib.DOWNLINKS
-# Tests only: "<aggregator>:<round>:<started|trained|saved>" makes the run
-# SIGKILL itself at that point, to test resuming.
-TEST_KILL_ENV = 'TFF_DPREC_TEST_KILL'
-# Tests only: a file to which every round start is appended (ground truth for
-# the privacy ledger under random kills).
-TEST_TRACE_ENV = 'TFF_DPREC_TEST_TRACE'
+# Tests only (`experiments.infra.test_hooks`).
+TEST_KILL_ENV = test_hooks.KILL_ENV
+TEST_TRACE_ENV = test_hooks.TRACE_ENV
 
 
 # Wall time of each phase of the current `run` (printed at its end).
@@ -428,7 +425,7 @@ def _train_seed(task, config, built, task_dir, print_fn):
       release(row, round_num)
     with _timed('checkpoint'):
       run_.checkpointer.save(round_num, state, progress.to_driver())
-    _maybe_kill(run_.name, round_num, 'saved')
+    test_hooks.maybe_kill(run_.name, round_num, 'saved')
     report.update_bar(bar, run_, progress, row)
     if (round_num % execution.CONTEXT_ROUNDS == 0 and
         round_num < config.rounds and not config.workers):
@@ -463,7 +460,8 @@ def _start_seed(task, config, built, task_dir, print_fn):
         model_fn=task.baseline.model_fn, factory=plan.rec_sum,
         server_optimizer=built.server_optimizer, seed=config.seed,
         client_ids=task.train_client_ids,
-        verify_clients=config.verify_clients)
+        verify_clients=config.verify_clients,
+        analytic=registry.get(plan.name).in_law)
     history.initialize(process, state, plan.upload_bits_per_client)
   agg_dir = os.path.join(task_dir, plan.name, f'seed{config.seed}')
   os.makedirs(agg_dir, exist_ok=True)
@@ -572,8 +570,8 @@ def _run_round(run_, progress, state, round_num):
       started=round_num, lost=progress.lost_rounds,
       upload_bits=progress.upload_bits + upload,
       download_bits=progress.download_bits + download))
-  _trace_start(run_.name, round_num)
-  _maybe_kill(run_.name, round_num, 'started')
+  test_hooks.trace_start(run_.name, round_num)
+  test_hooks.maybe_kill(run_.name, round_num, 'started')
   with _timed('client datasets'):
     round_input = run_.task.round_input(
         ids, seed=sampling_lib.client_data_seed(config.seed, round_num))
@@ -581,11 +579,11 @@ def _run_round(run_, progress, state, round_num):
   with _timed('process.next'):
     output = run_.process.next(state, round_input)
   progress.round_times.append(time.time() - t0)
-  _maybe_kill(run_.name, round_num, 'trained')
+  test_hooks.maybe_kill(run_.name, round_num, 'trained')
   measured = output.metrics.get('aggregator', {}).get('mean_value', {})
   if run_.history is not None:
     with _timed('history downlink'):
-      run_.history.after_round(round_num - 1, measured['messages'])
+      run_.history.after_round(round_num - 1, measured)
     progress.history_state = run_.history.get_state()
   progress.completed = round_num
   if plan.private:
@@ -661,7 +659,7 @@ def _final_record(run_, progress, state) -> dict:
       seconds_per_round=(float(np.mean(progress.round_times))
                          if progress.round_times else 0.0),
       stopped=progress.stopped,
-      downlink='history' if run_.history is not None else 'full',
+      downlink=_downlink_label(run_.history),
       lost_rounds=progress.lost_rounds,
       insecure_test_mode=config.insecure_test_seed is not None,
       seed=config.seed)
@@ -675,23 +673,18 @@ def _add_history_summary(run_, record, progress):
   record.extra.update(h.summary())
   record.download_bits_per_client_round = (
       progress.download_bits / max(1, h.history_downlinks + h.full_downlinks))
-  exact = ('bit-exact' if h.mismatches == 0 else
-           f'{h.mismatches} MISMATCHES, max |diff| {h.max_abs_diff:.3g}')
+  if h.analytic:
+    exact = 'none: sized analytically (a simulation in law has no messages)'
+  elif h.mismatches == 0:
+    exact = 'bit-exact'
+  else:
+    exact = f'{h.mismatches} MISMATCHES, max |diff| {h.max_abs_diff:.3g}'
   run_.log(f'history downlink: {h.history_downlinks} histories, '
            f'{h.full_downlinks} full states ({h.full_bits} bits each); '
            f'replay of {len(h.tracked)} clients, {h.checks} checks: {exact}.')
 
 
-def _maybe_kill(name: str, round_num: int, phase: str):
-  kill_at = os.environ.get(TEST_KILL_ENV, '')
-  if kill_at and kill_at == f'{name}:{round_num}:{phase}':
-    os.kill(os.getpid(), signal.SIGKILL)
-
-
-def _trace_start(name: str, round_num: int):
-  path = os.environ.get(TEST_TRACE_ENV)
-  if path:
-    with open(path, 'a') as f:
-      f.write(f'{name} {round_num}\n')
-      f.flush()
-      os.fsync(f.fileno())
+def _downlink_label(history) -> str:
+  if history is None:
+    return 'full'
+  return 'history (analytic)' if history.analytic else 'history'

@@ -1,0 +1,381 @@
+"""The frontier's report: its rows, table, verdict, CSV and figure.
+
+`summarize` turns the points that `experiments.studies.frontier` trained
+into rows; `report_text` is the table (`markdown`), the verdict against
+DP-FedAvg at B = 40 (`verdict`: per-point gaps, the cross-checks of DP-REC
+in law against the codec, the measured break-even `break_even` beside the
+planner's), and DDGauss16's distance to DP-FedAvg in two parts
+(`split_lines`); `write` writes frontier.csv, frontier.md and frontier.png.
+"""
+
+import csv
+import math
+import os
+
+from experiments.infra import atomic_files
+from experiments.runner import registry
+from experiments.runner import report
+from experiments.studies import tune as tune_lib
+from tff_dprec import plan as plan_lib
+
+# The point DP-REC's points are measured against.
+REFERENCE = ('dp_fedavg', 40)
+
+
+def relative_noise(record: dict):
+  """The planner's relative noise of a run from its parameters, or None."""
+  params, b = record.get('params', {}), record['clients_per_round']
+  if params.get('clip_ratio'):
+    return plan_lib.dp_rec_relative_noise(params['clip_ratio'], b)
+  if params.get('noise_multiplier'):
+    return plan_lib.gaussian_relative_noise(params['noise_multiplier'], b)
+  return None
+
+
+def summarize(points) -> list[dict]:
+  """One row per point from (method, B, records, info) tuples."""
+  rows = []
+  for name, clients, records, info in points:
+    row = dict(aggregator=name, clients_per_round=clients,
+               setting=info.get('setting', ''), tuned=info.get('tuned', False),
+               edge='; '.join(info.get('edges', [])),
+               extended='; '.join(info.get('extended', [])),
+               note=info.get('note', ''), seeds=len(records),
+               shared_with=info.get('shared_with', ''))
+    if records:
+      mean, se = report.mean_se([r['final_metric'] for r in records])
+      params = records[0].get('params', {})
+      upload = sum(r['upload_gb'] for r in records) / len(records)
+      download = sum(r['download_gb'] for r in records) / len(records)
+      row.update(
+          rounds=max(r['rounds'] for r in records),
+          epsilon=max(r['epsilon'] or 0.0 for r in records),
+          parameter=_parameter(params),
+          relative_noise=relative_noise(records[0]), mean=mean, se=se,
+          upload_gb=upload, download_gb=download, total_gb=upload + download,
+          seconds_per_round=sum(r['seconds_per_round'] for r in records) /
+          len(records),
+          train_seconds=sum(r['seconds_per_round'] * r['rounds']
+                            for r in records))
+    row['tune_seconds'] = info.get('tune_seconds', 0.0)
+    rows.append(row)
+  return rows
+
+
+def _parameter(params) -> str:
+  if 'clip_ratio' in params:
+    return (f"c {params['clip_ratio']:.3f}, sigma {params['noise_stddev']:.4g}"
+            f", clip {params['l2_clip']:.3g}")
+  if 'noise_multiplier' in params:
+    return f"z {params['noise_multiplier']:.3f}, clip {params['l2_clip']:.3g}"
+  return ''
+
+
+def markdown(rows, context: dict, label: str) -> str:
+  """The frontier table (one row per point, then the reference rows)."""
+  lines = [f'| method | B | setting (validation) | c or z | relative noise '
+           f'(x {REFERENCE[0]} at B={REFERENCE[1]}) | {label} (%) | upload '
+           'GB | download GB | total GB | s/round |',
+           '|---|---|---|---|---|---|---|---|---|---|']
+  reference = [r for r in rows if 'mean' in r and
+               (r['aggregator'], r['clients_per_round']) == REFERENCE]
+  scale = reference[0]['relative_noise'] if reference else None
+  for r in rows:
+    if 'mean' not in r:
+      lines.append(f"| {r['aggregator']} | {r['clients_per_round']} | "
+                   f"{r['note']} | | | | | | | |")
+      continue
+    se = '' if r['se'] is None else f" ± {100 * r['se']:.2f}"
+    setting = r['note'] or r['setting']
+    if r.get('shared_with'):
+      setting += f" ({r['shared_with']}'s: a cross-check)"
+    if r['tuned']:
+      grown = tune_lib.grown_note(
+          [k for k in (r.get('extended') or '').split('; ') if k])
+      notes = ['tuned'] + ([grown] if grown else [])
+      notes += [f"edge: {r['edge']}"] if r['edge'] else []
+      setting += ' (' + ', '.join(notes) + ')'
+    lines.append(
+        f"| {r['aggregator']} | {r['clients_per_round']} | {setting} | "
+        f"{r['parameter']} | {_noise(r['relative_noise'], scale)} | "
+        f"{100 * r['mean']:.2f}{se} ({r['seeds']} seeds) | "
+        f"{r['upload_gb']:.3g} | {r['download_gb']:.3g} | "
+        f"{r['total_gb']:.3g} | {r['seconds_per_round']:.2f} |")
+  for key, name in (('frequent_tags', report.FREQUENT_TAGS_LABEL),
+                    ('initial_metric', report.INITIAL_MODEL_LABEL)):
+    if context.get(key) is not None:
+      lines.append(f'| {name} | | | | | {100 * context[key]:.2f} | | | | |')
+  simulated = sorted({r['aggregator'] for r in rows if _in_law(r)})
+  if simulated:
+    lines += ['', f"{', '.join(simulated)}: {registry.IN_LAW_NOTE}."]
+  return '\n'.join(lines) + '\n'
+
+
+def report_text(rows, context: dict, label: str) -> str:
+  """The table, then the verdict (`verdict`) where it has one."""
+  lines = verdict(rows, context.get('predicted_break_even'), label)
+  split = split_lines(rows)
+  lines += ([''] if lines and split else []) + split
+  lines += ['', time_line(rows)] if lines else [time_line(rows)]
+  return markdown(rows, context, label) + '\n' + '\n'.join(lines) + '\n'
+
+
+def split_lines(rows) -> list[str]:
+  """Per B with DDGauss16, DP-FedAvg (RDP) and DP-FedAvg finished: the
+  distance DDGauss16 - DP-FedAvg in two parts (`report.accountant_split`),
+  the mechanism with its subsampling bound, and RDP against PLD."""
+  lines = []
+  for clients in sorted({r['clients_per_round'] for r in rows}):
+    finished = [dict(aggregator=r['aggregator'], metric_mean=r['mean'],
+                     metric_se=r['se']) for r in rows
+                if r['clients_per_round'] == clients and 'mean' in r and
+                math.isfinite(r['mean'])]
+    split = report.accountant_split(finished)
+    if split:
+      lines.append(f'* At B = {clients}: {split}')
+  return lines
+
+
+def time_line(rows) -> str:
+  """The tuning runs' wall time (of the invocation that finished each) and
+  the points' time in training rounds, summed over the finished runs."""
+  train = sum(r.get('train_seconds', 0.0) for r in rows) / 3600
+  tune = sum(r.get('tune_seconds', 0.0) for r in rows) / 3600
+  return (f'Time, summed over runs: {tune:.2f} h of tuning runs (wall '
+          f'time) and {train:.2f} h in the points\' training rounds (s/round'
+          ' x rounds: building and evaluation not counted).')
+
+
+def verdict(rows, predicted=None, label='metric') -> list[str]:
+  """Where DP-REC meets DP-FedAvg at the reference B, as markdown lines.
+
+  Per DP-REC point (the real codec's, and `dp_rec_in_law`'s, DP-REC
+  simulated in law): its gap to the reference (SE from both points' SEs,
+  independent seeds; none unless both have one), and its upload and total
+  traffic as multiples of the reference's. Where both modes ran at one B,
+  their difference (`_cross_check_lines`). Then the measured break-even
+  over one DP-REC curve (the real codec's point at each B where it has
+  one, else the in-law point: equal in law), `_measured_break_even`; then
+  the planner's `predicted` B' (None: not computed). Points with a
+  non-finite mean (diverged) are named and left out.
+  """
+  reference = [r for r in rows if 'mean' in r and
+               (r['aggregator'], r['clients_per_round']) == REFERENCE]
+  ours = sorted((r for r in rows if 'mean' in r and _is_dp_rec(r)),
+                key=lambda r: (r['clients_per_round'], _in_law(r)))
+  if not reference or not ours or not math.isfinite(reference[0]['mean']):
+    return []
+  ref = reference[0]
+  name = f'{REFERENCE[0]} at B = {REFERENCE[1]}'
+  lines = [f'Against {name} ({100 * ref["mean"]:.2f}%, '
+           f'{ref["seeds"]} seeds):', '']
+  for r in ours:
+    head = (f"* {r['aggregator']} at B = {r['clients_per_round']} "
+            f"({r['seeds']} seeds): ")
+    if not math.isfinite(r['mean']):
+      lines.append(head + 'diverged; left out.')
+      continue
+    lines.append(
+        head + f"{_gap(r, ref)} points; upload "
+        f"x{r['upload_gb'] / ref['upload_gb']:.3g}, total traffic "
+        f"x{r['total_gb'] / ref['total_gb']:.3g}.")
+  checks = _cross_check_lines(ours)
+  lines += ([''] + checks) if checks else []
+  curve = {}
+  for r in ours:  # The real codec's point where it has one.
+    if math.isfinite(r['mean']):
+      curve.setdefault(r['clients_per_round'], r)
+  if curve:
+    lines += ['', _measured_break_even(
+        [curve[b] for b in sorted(curve)], ref, name, label)]
+  if predicted is not None:
+    lines.append(f'The planner predicted B\' = {predicted:,} (equal noise '
+                 'over the clip).')
+  return lines
+
+
+def _is_dp_rec(row) -> bool:
+  return registry.protocol(row['aggregator']) == 'dp_rec'
+
+
+def _in_law(row) -> bool:
+  return registry.get(row['aggregator']).in_law
+
+
+def _cross_check_lines(ours) -> list[str]:
+  """Per B with both modes finished: in law minus the real codec."""
+  lines = []
+  by_b = {}
+  for r in ours:
+    if math.isfinite(r['mean']):
+      by_b.setdefault(r['clients_per_round'], {})[_in_law(r)] = r
+  for clients, modes in sorted(by_b.items()):
+    if len(modes) < 2:
+      continue
+    real, law = modes[False], modes[True]
+    lines.append(
+        f"* Cross-check at B = {clients}: {law['aggregator']} - "
+        f"{real['aggregator']} {_gap(law, real)} points (equal in law: "
+        f"expected 0); s/round {law['seconds_per_round']:.2f} in law, "
+        f"{real['seconds_per_round']:.2f} with the codec.")
+  return lines
+
+
+def _gap(row, ref) -> str:
+  gap = 100 * (row['mean'] - ref['mean'])
+  if row['se'] is None or ref['se'] is None:
+    return f'{gap:+.2f}'
+  return f"{gap:+.2f} ± {100 * math.hypot(row['se'], ref['se']):.2f}"
+
+
+def break_even(points) -> dict:
+  """The measured break-even of a curve of (B, gap, SE of the gap) points.
+
+  `first`: the smallest B whose gap is within one SE of 0 or above (None
+  if none is). `estimate`: the B where the gap, linear in log B between
+  consecutive points, first reaches 0; `low` and `high`: the same for the
+  gaps plus and minus one SE. Each is None when that curve never reaches
+  0 over the points, and the first point's B when it starts at or above
+  0 (`at_first`: which of the three do).
+  """
+  points = sorted(points)
+  first = next((b for b, gap, se in points if gap >= -se), None)
+
+  def crossing(shift):
+    shifted = [(math.log(b), gap + shift * se) for b, gap, se in points]
+    for i, (x, y) in enumerate(shifted):
+      if y >= 0:
+        if i == 0:
+          return points[0][0], True
+        x0, y0 = shifted[i - 1]
+        return math.exp(x0 + (x - x0) * -y0 / (y - y0)), False
+    return None, False
+
+  result = dict(first=first, at_first=[])
+  for key, shift in (('estimate', 0.0), ('low', 1.0), ('high', -1.0)):
+    result[key], at_first = crossing(shift)
+    if at_first:
+      result['at_first'].append(key)
+  return result
+
+
+def _measured_break_even(ours, ref, name, label) -> str:
+  """The measured break-even (`break_even`) of DP-REC's curve, in words."""
+  points = [(r['clients_per_round'], r['mean'] - ref['mean'],
+             math.hypot(r['se'] or 0.0, ref['se'] or 0.0)) for r in ours]
+  found = break_even(points)
+  last = ours[-1]
+  if found['first'] is None:
+    return (f"Measured: dp_rec stays below {name} up to B = "
+            f"{last['clients_per_round']}, by {_gap(last, ref)} points"
+            ' (more than one SE).')
+  row = next(r for r in ours if r['clients_per_round'] == found['first'])
+  text = (f"Measured: dp_rec comes within one SE of {name}, or above it, "
+          f"first at B = {found['first']:,} ({_gap(row, ref)} points).")
+  if found['estimate'] is None:
+    return text + (f' Its {label} stays below the reference\'s up to B = '
+                   f"{last['clients_per_round']:,}.")
+  if 'estimate' in found['at_first']:
+    return text + (' It reaches the reference already at B = '
+                   f"{ours[0]['clients_per_round']:,}.")
+
+  def bound(key):
+    if key in found['at_first']:
+      return f"≤ {ours[0]['clients_per_round']:,}"
+    if found[key] is None:
+      return f"> {last['clients_per_round']:,}"
+    return f'≈ {found[key]:,.0f}'
+
+  return text + (
+      f" Its {label} reaches the reference's at B ≈ "
+      f"{found['estimate']:,.0f} (linear in log B between the measured "
+      f"points); with each gap moved by one SE, between B {bound('low')} "
+      f"and B {bound('high')}.")
+
+
+def _noise(value, scale) -> str:
+  if value is None:
+    return '-'
+  return f'{value:.4g}' + ('' if not scale else f' ({value / scale:.2f}x)')
+
+
+def write(output_dir: str, rows, context: dict, label: str) -> list[str]:
+  """Writes frontier.csv, frontier.md (the table and `verdict`) and, once a
+  point has finished, frontier.png; each replaced whole (written aside,
+  then renamed), so a reader never sees half a file."""
+  os.makedirs(output_dir, exist_ok=True)
+  csv_path = os.path.join(output_dir, 'frontier.csv')
+  fields = list(dict.fromkeys(k for r in rows for k in r))
+  with atomic_files.replacing(csv_path, newline='') as f:
+    writer = csv.DictWriter(f, fieldnames=fields)
+    writer.writeheader()
+    writer.writerows(rows)
+  md_path = os.path.join(output_dir, 'frontier.md')
+  atomic_files.write_text(md_path, report_text(rows, context, label))
+  finished = [r for r in rows if 'mean' in r]
+  if not finished:
+    return [csv_path, md_path]
+  png_path = os.path.join(output_dir, 'frontier.png')
+  with atomic_files.replacing_path(png_path, suffix='.png') as tmp:
+    plot(tmp, finished, context, label)
+  return [csv_path, md_path, png_path]
+
+
+def plot(path, rows, context, label) -> None:
+  """The metric against upload GB, total GB and B (log x), +- SE bands."""
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use('Agg')
+  from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
+  fig, axes = plt.subplots(1, 3, figsize=(15, 4.6), sharey=True)
+  panels = (('upload_gb', 'upload per run, GB (log)'),
+            ('total_gb', 'upload + download per run, GB (log)'),
+            ('clients_per_round', 'clients per round B (log)'))
+  reference = [r for r in rows
+               if (r['aggregator'], r['clients_per_round']) == REFERENCE]
+  for ax, (key, xlabel) in zip(axes, panels):
+    for name in dict.fromkeys(r['aggregator'] for r in rows):
+      mine = sorted((r for r in rows if r['aggregator'] == name),
+                    key=lambda r: r[key])
+      x = [r[key] for r in mine]
+      y = [100 * r['mean'] for r in mine]
+      se = [100 * (r['se'] or 0.0) for r in mine]
+      line, = ax.plot(x, y, marker='o', label=name, color=_COLORS.get(name))
+      ax.fill_between(x, [a - b for a, b in zip(y, se)],
+                      [a + b for a, b in zip(y, se)],
+                      color=line.get_color(), alpha=0.2)
+      if key != 'clients_per_round':
+        for r in mine:
+          ax.annotate(f"B={r['clients_per_round']}", (r[key], 100 * r['mean']),
+                      textcoords='offset points', xytext=(4, -10), fontsize=7)
+    _reference_lines(ax, reference, context)
+    ax.set_xscale('log')
+    if key == 'clients_per_round':  # The sizes trained, as plain numbers.
+      sizes = sorted({r[key] for r in rows})
+      ax.set_xticks(sizes, [str(b) for b in sizes])
+      ax.minorticks_off()
+    ax.set_xlabel(xlabel)
+    ax.grid(alpha=0.3)
+  axes[0].set_ylabel(f'final {label} (%), test split')
+  axes[0].legend(fontsize=8, loc='upper left')
+  epsilon = max(r['epsilon'] for r in rows)
+  fig.suptitle(f'{label} at epsilon {epsilon:.2g}: mean ± SE over seeds',
+               fontsize=11)
+  fig.tight_layout()
+  fig.savefig(path, dpi=110)
+  plt.close(fig)
+
+
+# The colours of the other studies' figures (studies.real_images).
+_COLORS = {'dp_fedavg': 'tab:orange', 'dp_rec': 'tab:blue',
+           'ddgauss16': 'tab:green', 'dp_fedavg_rdp': 'tab:gray',
+           registry.DP_REC_IN_LAW: 'tab:purple'}
+
+
+def _reference_lines(ax, reference, context):
+  if reference:
+    ax.axhline(100 * reference[0]['mean'], color=_COLORS[REFERENCE[0]],
+               ls='--',
+               lw=1, label=f'dp_fedavg at B={REFERENCE[1]}')
+  if context.get('frequent_tags') is not None:
+    ax.axhline(100 * context['frequent_tags'], color='black', ls=':', lw=1,
+               label='frequent tags')
