@@ -203,19 +203,20 @@ def execute(config, fail=None) -> Optional[str]:
   worker_reaper.install()
   from experiments.runner import checkpoints  # pylint: disable=g-import-not-at-top
   from experiments.runner import ledger  # pylint: disable=g-import-not-at-top
-  from experiments.runner import registry  # pylint: disable=g-import-not-at-top
-  from experiments.data import tasks  # pylint: disable=g-import-not-at-top
+  from experiments.runner import aggregator_builders  # pylint: disable=g-import-not-at-top
+  from experiments.data import task_types  # pylint: disable=g-import-not-at-top
   from experiments.runner import jobs  # pylint: disable=g-import-not-at-top
   from experiments.runner import training  # pylint: disable=g-import-not-at-top
+  from experiments.runner import run_setup  # pylint: disable=g-import-not-at-top
   try:
     if config.jobs > 1:
       jobs.run(config, print_plan=_PLAN.value)
     else:
       training.run(config, print_plan=_PLAN.value)
-  except (tasks.MissingDataError,
+  except (task_types.MissingDataError,
           checkpoints.CheckpointConfigMismatchError,
           ledger.PrivacyLedgerError, ledger.LedgerConfigMismatchError,
-          training.OutputDirError, registry.OverBudgetError,
+          run_setup.OutputDirError, aggregator_builders.OverBudgetError,
           jobs.JobError) as e:
     return _refused(str(e), fail)
   except OSError as e:  # A full disk, say: one line naming the file.

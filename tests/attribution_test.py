@@ -15,9 +15,13 @@ from experiments.infra import atomic_files
 from experiments.runner import jobs
 from experiments.runner import registry
 from experiments.runner import training
+from experiments.runner import finished
+from experiments.runner import stats
 from experiments.studies import attribution
+from experiments.studies import attribution_report
+from experiments.studies import attribution_rows
 from experiments.studies import reproduce
-from experiments.studies import tune as tune_lib
+from experiments.studies import tuning
 
 # Final accuracy by (aggregator, the row's distinguishing setting).
 _ACCURACY = {'dp_fedavg': 0.70, 'dp_rec': 0.66, registry.EXACT_SAMPLE: 0.67,
@@ -66,14 +70,15 @@ class AttributionTest(tf.test.TestCase):
       for config in configs:
         train(config, print_fn, group=group)
 
-    def finished_runs(config):
+    def finished_runs(config, task=None):
+      del task
       return [self.done.get(config.output_dir, {})[s] for s in config.seeds
               if s in self.done.get(config.output_dir, {})]
 
     def tune(config, settings, path, print_fn=print):
       del print_fn
-      results = {tune_lib.key(s): dict(mean=0.5 + 0.1 * (i == 1),
-                                       base=tune_lib.base_fingerprint(config))
+      results = {tuning.key(s): dict(mean=0.5 + 0.1 * (i == 1),
+                                       base=tuning.base_fingerprint(config))
                  for i, s in enumerate(settings)}
       atomic_files.write_json(path, results)
       return results
@@ -83,13 +88,14 @@ class AttributionTest(tf.test.TestCase):
       self.enter_context(mock.patch.object(target, new, train))
     self.enter_context(mock.patch.object(jobs, 'run_side_by_side',
                                          side_by_side))
-    self.enter_context(mock.patch.object(training, 'finished_runs',
+    self.enter_context(mock.patch.object(finished, 'finished_runs',
                                          finished_runs))
-    self.enter_context(mock.patch.object(tune_lib, 'tune', tune))
+    self.enter_context(mock.patch.object(tuning, 'tune', tune))
     self.enter_context(mock.patch.object(tasks_lib, 'create_task',
                                          lambda *a, **k: task))
     self.enter_context(mock.patch.object(
-        attribution, 'sound_epsilon_of_c', lambda task, base: lambda c: 6.15))
+        attribution_rows, 'sound_epsilon_of_c',
+        lambda task, base: lambda c: 6.15))
 
   def test_trains_block_by_block_and_seed_by_seed(self):
     out = self.create_tempdir().full_path
@@ -99,7 +105,7 @@ class AttributionTest(tf.test.TestCase):
     # The epsilon-3 rows' first two seeds come before any row's third.
     third = next(i for i, (_, seeds, _) in enumerate(self.trained)
                  if seeds[0] == 2)
-    self.assertEqual(first_rows[:9], [r.key for r in attribution.all_rows()
+    self.assertEqual(first_rows[:9], [r.key for r in attribution_rows.all_rows()
                                       if r.block == 'eps3'])
     self.assertGreaterEqual(third, 9)
     for folder, seeds, job_count in self.trained:
@@ -112,7 +118,7 @@ class AttributionTest(tf.test.TestCase):
     self.assertEqual(set(sizes.values()), {2})
     # Not a row's folder: a neighbour setting's (tune's runs/<setting>).
     block_of = collections.defaultdict(
-        lambda: 'neighbours', {r.key: r.block for r in attribution.all_rows()})
+        lambda: 'neighbours', {r.key: r.block for r in attribution_rows.all_rows()})
     third = [group for (folder, seeds, _), group in
              zip(self.trained, self.groups)
              if seeds == (2,) and block_of[folder] == 'eps3']
@@ -177,7 +183,7 @@ class AttributionTest(tf.test.TestCase):
 class NeighbourVerdictTest(tf.test.TestCase):
 
   def test_says_which_is_best_and_whether_on_the_edge(self):
-    verdict = attribution._verdict  # pylint: disable=protected-access
+    verdict = attribution_report._verdict  # pylint: disable=protected-access
     scores = {'noise_stddev=0.00125': 0.50, 'noise_stddev=0.0025': 0.55,
               'noise_stddev=0.005': 0.58}
     self.assertEqual(verdict('dp_rec', scores),
@@ -221,7 +227,7 @@ class CommittedReportTest(tf.test.TestCase):
     for row in table:
       values = finals[row['key']]
       self.assertLen(values, int(row['seeds']), row['key'])
-      mean, se = attribution._mean_se(values)  # pylint: disable=protected-access
+      mean, se = stats.mean_se(values)
       self.assertAlmostEqual(float(row['mean']), mean, places=9,
                              msg=row['key'])
       self.assertIn(f'{100 * mean:.2f} ± {100 * se:.2f} ({len(values)} '

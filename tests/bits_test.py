@@ -7,7 +7,7 @@ from unittest import mock
 import tensorflow as tf
 
 from experiments.runner import config as config_lib
-from experiments.runner import training
+from experiments.runner import run_setup
 from experiments.studies import bits
 
 
@@ -33,7 +33,7 @@ class RowsTest(tf.test.TestCase):
                                 output_dir='/out', num_seeds=3)
     calibrated = lambda *a: types.SimpleNamespace(
         params=dict(clip_ratio=1.5, num_groups=1))
-    with mock.patch.object(training, 'calibrated_aggregator', calibrated), \
+    with mock.patch.object(run_setup, 'calibrated_aggregator', calibrated), \
         mock.patch.object(bits, '_epsilon', return_value=2.99123):
       auto, same_c, same_epsilon = bits.rows(_task(), base, 80, 0.13, 8,
                                              '/frontier')

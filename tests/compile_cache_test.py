@@ -115,6 +115,26 @@ class CompileCacheTest(tf.test.TestCase):
     os.chmod(self.folder, 0o755)  # Others may read: used.
     self.assertEqual(compile_cache.directory(), self.folder)
 
+  def test_a_failed_write_is_said_once_and_compiling_goes_on(self):
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), mock.patch.object(
+        compile_cache.tempfile, 'mkstemp',
+        side_effect=OSError(28, 'No space left on device')):
+      for _ in range(2):
+        compiled, hit, _ = self._compile()
+        self.assertFalse(hit)
+        self.assertIsNotNone(compiled)
+    self.assertEmpty(self._files())
+    lines = [l for l in err.getvalue().splitlines() if 'cannot write' in l]
+    self.assertLen(lines, 1)
+    self.assertIn('No space left on device', lines[0])
+
+  def test_a_bug_in_writing_is_not_swallowed(self):
+    with mock.patch.object(compile_cache.tempfile, 'mkstemp',
+                           side_effect=TypeError('a bug')):
+      with self.assertRaisesRegex(TypeError, 'a bug'):
+        self._compile()
+
   def test_temporary_files_of_dead_writers_are_removed_when_stale(self):
     stale = os.path.join(self.folder, 'dead.tmp')
     fresh = os.path.join(self.folder, 'busy.tmp')

@@ -6,9 +6,12 @@ import tensorflow_federated as tff
 
 from experiments.data import stackoverflow_data
 from experiments.data import tasks
+from experiments.runner import aggregator_builders
 from experiments.runner import config as config_lib
 from experiments.runner import registry
-from experiments.runner import training
+from experiments.runner import seed_run
+from experiments.runner import run_setup
+from tff_dprec import plan as plan_lib
 
 _SETTING = dict(value_type=tff.to_type([tff.TensorType(np.float32, [3])]),
                 population=1000, clients_per_round=4, rounds=5, delta=1e-4,
@@ -59,9 +62,9 @@ class ControlPlanTest(tf.test.TestCase):
       config = config_lib.RunConfig(
           task='stackoverflow_lr', aggregators=(name,), bits=4, rounds=2,
           clients_per_round=4, target_epsilon=8.0).resolved(task)
-      plan = training.calibrated_aggregator(task, config, name, record_messages=False)
+      plan = run_setup.calibrated_aggregator(task, config, name, record_messages=False)
       lines = []
-      built = training._build_aggregator(task, config, plan, None,  # pylint: disable=protected-access
+      built = seed_run.build_aggregator(task, config, plan, None,  # pylint: disable=protected-access
                                          lines.append)
       self.assertEqual(built.server_lr, lr, msg=name)
       optimizer = (d.server_optimizer if name == 'fedavg' else
@@ -75,17 +78,17 @@ class ControlPlanTest(tf.test.TestCase):
       asked.append(bits)
       return 3.0 - 0.2 * bits
 
-    bits, c, met = registry.auto_bits(calibrate_c)
+    bits, c, met = plan_lib.auto_bits(calibrate_c)
     self.assertTrue(met)
-    margin = registry.REC_MARGIN_NATS
+    margin = plan_lib.REC_MARGIN_NATS
     self.assertGreaterEqual(bits * np.log(2), c * c / 2 + margin)
     smaller = bits - 1
     self.assertLess(smaller * np.log(2),
                     calibrate_c(smaller) ** 2 / 2 + margin)
     self.assertEqual(asked[0], int(np.ceil(margin / np.log(2))))
     # Capped: a c too large for any allowed bits gets the cap, flagged.
-    self.assertEqual(registry.auto_bits(lambda b: 10.0),
-                     (registry.MAX_AUTO_BITS, 10.0, False))
+    self.assertEqual(plan_lib.auto_bits(lambda b: 10.0),
+                     (plan_lib.MAX_AUTO_BITS, 10.0, False))
 
     # Bit widths the calibration refuses are skipped; all refused: raised.
     def refuses_few_bits(bits):
@@ -93,10 +96,10 @@ class ControlPlanTest(tf.test.TestCase):
         raise ValueError(f'unreachable at {bits} bits')
       return 1.0
 
-    self.assertEqual(registry.auto_bits(refuses_few_bits), (6, 1.0, True))
+    self.assertEqual(plan_lib.auto_bits(refuses_few_bits), (6, 1.0, True))
     with self.assertRaisesRegex(
-        ValueError, f'unreachable at {registry.MAX_AUTO_BITS - 10} bits'):
-      registry.auto_bits(lambda b: refuses_few_bits(b - 10))
+        ValueError, f'unreachable at {plan_lib.MAX_AUTO_BITS - 10} bits'):
+      plan_lib.auto_bits(lambda b: refuses_few_bits(b - 10))
 
   def test_fixed_clip_ratio_takes_its_bits_from_it(self):
     plan = registry.build('dp_rec', **dict(_SETTING, bits=None, clip_ratio=0.5,
@@ -106,14 +109,14 @@ class ControlPlanTest(tf.test.TestCase):
     self.assertTrue(plan.params['bits_from_c'])
     self.assertEqual(
         registry.build('rec', **dict(_SETTING, bits=None)).params['bits'],
-        registry.PAPER_BITS)
+        aggregator_builders.PAPER_BITS)
 
   def test_dp_rec_plan_picks_bits_from_c(self):
     plan = registry.build('dp_rec', **dict(_SETTING, bits=None))
     c, bits = plan.params['clip_ratio'], plan.params['bits']
     self.assertTrue(plan.params['bits_from_c'])
     self.assertGreaterEqual(bits * np.log(2),
-                            c * c / 2 + registry.REC_MARGIN_NATS)
+                            c * c / 2 + plan_lib.REC_MARGIN_NATS)
     self.assertEqual(plan.upload_bits_per_client,
                      registry.build('dp_rec', **dict(_SETTING, bits=bits))
                      .upload_bits_per_client)

@@ -6,7 +6,6 @@ patched. The real `build_*` paths are tested in learning_test.py.
 """
 
 import sys
-import textwrap
 import traceback
 from unittest import mock
 import warnings

@@ -7,6 +7,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from experiments.runner import config as config_lib
+from experiments.runner import aggregator_builders
 from experiments.runner import registry
 from experiments.runner import sampling
 
@@ -20,7 +21,7 @@ _SETTING = dict(value_type=tff.to_type([tff.TensorType(np.float32, [_DIM])]),
 class ExactSampleTest(tf.test.TestCase):
 
   def test_sigma_c_and_b_map_to_dp_fedavgs_z_and_clip(self):
-    params = registry.exact_sample_parameters(0.545, 0.005, 10)
+    params = aggregator_builders.exact_sample_parameters(0.545, 0.005, 10)
     self.assertAllClose(params['noise_multiplier'], math.sqrt(10) / 0.545)
     self.assertAllClose(params['l2_clip'], 0.545 * 0.005)
     # The noise on the mean, z * clip / B, is sigma / sqrt(B).
@@ -33,7 +34,7 @@ class ExactSampleTest(tf.test.TestCase):
                        ((0.5, 0.1, 0), 'clients_per_round'),
                        ((math.inf, 0.1, 10), 'clip_ratio')):
       with self.assertRaisesRegex(ValueError, name):
-        registry.exact_sample_parameters(*args)
+        aggregator_builders.exact_sample_parameters(*args)
 
   def test_plan_takes_dp_recs_c_sigma_and_sampling(self):
     for extra in ({}, {'clip_ratio': 0.5}):  # Calibrated c, then fixed c.

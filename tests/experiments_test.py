@@ -23,11 +23,17 @@ from experiments.runner import config as config_lib
 from experiments.runner import execution
 from experiments.runner import planning
 from experiments.runner import registry
+from experiments.runner import aggregator_builders
 from experiments.runner import report
 from experiments.runner import sampling
 from experiments.data import stackoverflow_data
 from experiments.data import tasks
+from experiments.data import task_types
+from experiments.data import image_tasks
+from experiments.data import evaluation
 from experiments.runner import training
+from experiments.infra import test_hooks
+from experiments.runner import finished
 from tests import support
 
 _TINY = dict(seed=3, train_clients=40, heldout_clients=5, test_clients=15,
@@ -98,7 +104,7 @@ class DirichletSplitTest(tf.test.TestCase):
 
   def test_partition(self):
     labels = np.repeat(np.arange(10), 50)
-    parts = tasks.dirichlet_split(labels, 20, 1.0, seed=0)
+    parts = image_tasks.dirichlet_split(labels, 20, 1.0, seed=0)
     self.assertLen(parts, 20)
     joined = np.sort(np.concatenate(parts))
     np.testing.assert_array_equal(joined, np.arange(500))
@@ -128,7 +134,7 @@ class EvaluationTest(tf.test.TestCase):
 
     initial = tff.learning.models.ModelWeights.from_model(
         task.baseline.model_fn())
-    before = tasks.evaluate(task, initial)
+    before = evaluation.evaluate(task, initial)
     process = tff.learning.algorithms.build_weighted_fed_avg(
         task.baseline.model_fn,
         client_optimizer_fn=tff.learning.optimizers.build_sgdm(0.5))
@@ -138,14 +144,14 @@ class EvaluationTest(tf.test.TestCase):
         data.train_preprocess_fn) for c in data.train_data.client_ids[:4]]
     state = process.next(state, clients).state
     trained = process.get_model_weights(state)
-    after = tasks.evaluate(task, trained)
+    after = evaluation.evaluate(task, trained)
     self.assertNotEqual(after['loss'], before['loss'])
     for got, weights in ((after, trained),
-                         (tasks.evaluate(task, initial), initial)):
+                         (evaluation.evaluate(task, initial), initial)):
       want = fresh(weights)
       self.assertEqual(got['num_examples'], want['num_examples'])
       self.assertAllClose(got, want, rtol=1e-6, atol=0)
-    self.assertEqual(tasks.evaluate(task, initial), before)
+    self.assertEqual(evaluation.evaluate(task, initial), before)
 
 
 class DigitsSplitTest(tf.test.TestCase):
@@ -176,7 +182,7 @@ class DigitsSplitTest(tf.test.TestCase):
     weights = tff.learning.models.ModelWeights.from_model(
         task.baseline.model_fn())
     self.assertEqual(
-        tasks.evaluate(task, weights, split='validation')['num_examples'],
+        evaluation.evaluate(task, weights, split='validation')['num_examples'],
         180)
 
   def test_tasks_of_one_key_share_their_dataset_computation(self):
@@ -254,7 +260,7 @@ class MissingDataTest(parameterized.TestCase):
                             ('emnist', 'emnist_all.sqlite'),
                             ('shakespeare', 'shakespeare.sqlite'))
   def test_clear_error(self, task, filename):
-    with self.assertRaisesRegex(tasks.MissingDataError, filename):
+    with self.assertRaisesRegex(task_types.MissingDataError, filename):
       tasks.create_task(task, '/nonexistent/dir')
 
 
@@ -335,12 +341,12 @@ class MainJobPipelineTest(tf.test.TestCase):
         embedded_config=_TINY)
     self.assertEqual(
         [(r['aggregator'], r['seed'], r['final_metric'])
-         for r in training.finished_records(config)],
+         for r in finished.finished_records(config)],
         [(r['aggregator'], r['seed'], r['final_metric']) for r in records])
-    self.assertEqual(training.finished_records(config_lib.RunConfig(
+    self.assertEqual(finished.finished_records(config_lib.RunConfig(
         **{**config.asdict(), 'rounds': 4})), [])
     elsewhere = os.path.join(output_dir, 'never_trained')
-    self.assertEqual(training.finished_records(config_lib.RunConfig(
+    self.assertEqual(finished.finished_records(config_lib.RunConfig(
         **{**config.asdict(), 'output_dir': elsewhere})), [])
     self.assertFalse(os.path.exists(elsewhere))  # Nothing written.
 
@@ -373,7 +379,7 @@ class MainJobPipelineTest(tf.test.TestCase):
       self.assertRegex(row, r'\| \d+\.\d\d ± \d+\.\d\d \|')
     task = tasks.create_task('stackoverflow_lr', data_dir,
                              embedded_config=_TINY)
-    frequent = tasks.frequent_tags_recall_at_5(task)
+    frequent = evaluation.frequent_tags_recall_at_5(task)
     self.assertIn(f'| frequent tags (5 most frequent) | {100 * frequent:.2f}',
                   table)
     self.assertIn('| initial model |', table)
@@ -500,7 +506,7 @@ class SmokeTest(tf.test.TestCase):
         embedded_config=config, print_fn=lambda *a: None)
     task = tasks.create_task('stackoverflow_lr', data_dir,
                              embedded_config=config)
-    frequent = tasks.frequent_tags_recall_at_5(task)
+    frequent = evaluation.frequent_tags_recall_at_5(task)
     self.assertGreater(records[0]['final_metric'], frequent + 0.1)
 
 
@@ -697,7 +703,7 @@ class FixedNoiseMultiplierTest(tf.test.TestCase):
     self.assertLess(calibrated.params['noise_multiplier'], 0.9)
 
   def test_noise_above_the_budget_is_refused(self):
-    with self.assertRaisesRegex(registry.OverBudgetError,
+    with self.assertRaisesRegex(aggregator_builders.OverBudgetError,
                                 r'noise_multiplier=0.5 gives epsilon=.*'
                                 r'above target_epsilon=1.0'):
       registry.build('dp_fedavg', target_epsilon=1.0, noise_multiplier=0.5,
@@ -916,7 +922,7 @@ class ResumeTest(tf.test.TestCase):
       made = tempfile.mkdtemp()
       killed = support.run_cli(
           args_for(os.path.join(made, 'out'), os.path.join(made, 'data')),
-          {training.TEST_KILL_ENV: 'dp_rec:3:trained'})
+          {test_hooks.KILL_ENV: 'dp_rec:3:trained'})
       self.assertEqual(killed.returncode, -signal.SIGKILL,
                        killed.stderr[-3000:])
       self.assertNotIn('The planner', killed.stdout)  # --noplan.
@@ -965,7 +971,7 @@ class ResumeTest(tf.test.TestCase):
     kills = ('dp_rec:2:started', 'dp_rec:4:saved', 'dp_rec:5:trained')
     for k, kill_at in enumerate(kills):
       killed = _run_cli(self._args(output_dir, data_dir),
-                        {training.TEST_KILL_ENV: kill_at})
+                        {test_hooks.KILL_ENV: kill_at})
       self.assertEqual(killed.returncode, -signal.SIGKILL,
                        f'{kill_at}: {killed.stderr[-3000:]}')
       log = killed.stdout + killed.stderr
@@ -1074,12 +1080,12 @@ class ResumeTest(tf.test.TestCase):
             '--eval_every=100', f'--output_dir={output_dir}',
             f'--data_dir={data_dir}']
     rng = np.random.default_rng(7)
-    env = {training.TEST_TRACE_ENV: trace}
+    env = {test_hooks.TRACE_ENV: trace}
     for _ in range(3):
       started = _count_lines(trace)
       kill_round = int(rng.integers(1, rounds + 1))
       phase = str(rng.choice(['started', 'trained', 'saved']))
-      result = _run_cli(args, {**env, training.TEST_KILL_ENV:
+      result = _run_cli(args, {**env, test_hooks.KILL_ENV:
                                f'dp_rec:{kill_round}:{phase}'})
       self.assertIn(result.returncode, (0, -signal.SIGKILL),
                     result.stderr[-2000:])
@@ -1114,7 +1120,7 @@ class ResumeTest(tf.test.TestCase):
     args = ['--task=digits', '--aggregators=fedavg', '--rounds=3',
             '--clients_per_round=4', f'--output_dir={output_dir}',
             f'--data_dir={data_dir}']
-    killed = _run_cli(args, {training.TEST_KILL_ENV: 'fedavg:2:saved'})
+    killed = _run_cli(args, {test_hooks.KILL_ENV: 'fedavg:2:saved'})
     self.assertEqual(killed.returncode, -signal.SIGKILL)
     # The refusals and the fresh run need no process of their own.
     other = support.run_in_process(args[:2] + ['--rounds=4'] + args[3:])

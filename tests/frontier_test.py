@@ -13,11 +13,12 @@ from experiments.runner import config as config_lib
 from experiments.runner import planning
 from experiments.runner import registry
 from experiments.runner import training
-from experiments.studies import epsilon_sweep
+from experiments.runner import run_setup
+from experiments.runner import finished
 from experiments.studies import frontier
 from experiments.studies import frontier_points
 from experiments.studies import frontier_report
-from experiments.studies import tune
+from experiments.studies import tuning
 
 
 def _record(name, metric, upload, download, clients, seed=0, **params):
@@ -71,7 +72,7 @@ class ParseTest(tf.test.TestCase):
         ('dp_rec@40: clip=1; dp_rec@40: clip=2', 'has two grids'),
         ('dp_rec@40: rounds=5,10', "'rounds' defines the point"),
         ('dp_rec@40: clip=fast', "is not a number")):
-      with self.assertRaisesRegex(tune.GridError, message):
+      with self.assertRaisesRegex(tuning.GridError, message):
         frontier_points.parse_grids(text, points)
 
   def test_sigma_for_clip(self):
@@ -125,7 +126,7 @@ class RunFrontierTest(tf.test.TestCase):
     grids = frontier_points.parse_grids('dp_rec@80: clip=0.1,0.2,0.4', points)
     printed = []
     with mock.patch.object(training, 'run', run), \
-        mock.patch.object(training, 'calibrated_aggregator', calibrated_aggregator), \
+        mock.patch.object(run_setup, 'calibrated_aggregator', calibrated_aggregator), \
         mock.patch.object(tasks_lib, 'create_task', lambda *a, **k: task):
       done, context, label = frontier.run_frontier(
           base, points, grids, tune_seeds=1, print_fn=printed.append)
@@ -136,10 +137,10 @@ class RunFrontierTest(tf.test.TestCase):
                      [(('dp_fedavg',), 20, 'test'), (('dp_rec',), 20, 'test'),
                       *[(('dp_rec',), 80, 'validation')] * 3,
                       (('dp_rec',), 80, 'test')])
-    tuning = calls[2:5]
-    self.assertEqual([c.noise_stddev for c in tuning], [0.05, 0.1, 0.2])
-    for c in tuning:
-      self.assertEqual(c.seeds, (epsilon_sweep.TUNE_SEED_OFFSET,))
+    tuned = calls[2:5]
+    self.assertEqual([c.noise_stddev for c in tuned], [0.05, 0.1, 0.2])
+    for c in tuned:
+      self.assertEqual(c.seeds, (tuning.TUNE_SEED_OFFSET,))
       self.assertStartsWith(c.output_dir,
                             os.path.join(out, 'tune', 'B80', 'dp_rec'))
     point = calls[-1]
@@ -168,7 +169,7 @@ class RunFrontierTest(tf.test.TestCase):
     grids = frontier_points.parse_grids('dp_rec@80: clip=0.1,0.2,0.4',
                                         points)
     with mock.patch.object(training, 'run', run), \
-        mock.patch.object(training, 'calibrated_aggregator', calibrated_aggregator), \
+        mock.patch.object(run_setup, 'calibrated_aggregator', calibrated_aggregator), \
         mock.patch.object(tasks_lib, 'create_task', lambda *a, **k: task):
       done, _, _ = frontier.run_frontier(base, points, grids, tune_seeds=1,
                                          print_fn=lambda *a: None)
@@ -207,22 +208,22 @@ class RunFrontierTest(tf.test.TestCase):
     grids = frontier_points.parse_grids('dp_rec@80: clip=0.1,0.2,0.4; '
                                  'dp_rec@160: clip=0.1,0.2', points)
     with mock.patch.object(training, 'run', run), \
-        mock.patch.object(training, 'calibrated_aggregator', calibrated_aggregator), \
+        mock.patch.object(run_setup, 'calibrated_aggregator', calibrated_aggregator), \
         mock.patch.object(tasks_lib, 'create_task', lambda *a, **k: task):
       # Tune B = 80 only (its test runs are faked below).
       frontier_points.tune_point(base, 'dp_rec', 80, [
           dict(noise_stddev=v) for v in (0.05, 0.1, 0.2)], 1, print)
-    finished = {40: [_record('dp_rec', 0.2, 1e-6, 1e-3, 40, seed=0)],
+    done_by_b = {40: [_record('dp_rec', 0.2, 1e-6, 1e-3, 40, seed=0)],
                 80: [_record('dp_rec', 0.3, 1e-6, 1e-3, 80, seed=s)
                      for s in (0, 1)]}
 
     def no_training(*a, **k):
       raise AssertionError('report_only trained')
     with mock.patch.object(training, 'run', no_training), \
-        mock.patch.object(training, 'calibrated_aggregator', calibrated_aggregator), \
-        mock.patch.object(training, 'finished_records',
-                          lambda c: finished[c.clients_per_round]), \
-        mock.patch.object(training, 'reference_context',
+        mock.patch.object(run_setup, 'calibrated_aggregator', calibrated_aggregator), \
+        mock.patch.object(finished, 'finished_records',
+                          lambda c: done_by_b[c.clients_per_round]), \
+        mock.patch.object(run_setup, 'reference_context',
                           lambda *a: dict(frequent_tags=0.22)), \
         mock.patch.object(tasks_lib, 'create_task', lambda *a, **k: task):
       done, context, _ = frontier.run_frontier(
@@ -267,7 +268,7 @@ class RunFrontierTest(tf.test.TestCase):
     points = frontier_points.parse_points('dp_rec: 80')
     printed = []
     with mock.patch.object(training, 'run', run), \
-        mock.patch.object(training, 'calibrated_aggregator', calibrated_aggregator), \
+        mock.patch.object(run_setup, 'calibrated_aggregator', calibrated_aggregator), \
         mock.patch.object(tasks_lib, 'create_task', lambda *a, **k: task):
       done, _, _ = frontier.run_frontier(
           base, points, frontier_points.parse_grids('dp_rec@80: clip=0.1,0.2',
@@ -496,7 +497,7 @@ class ReportTest(tf.test.TestCase):
 
   def test_in_law_point_takes_no_grid_where_dp_rec_has_a_point(self):
     points = frontier_points.parse_points('dp_rec: 640; dp_rec_in_law: 640,4096')
-    with self.assertRaisesRegex(tune.GridError, "cross-check"):
+    with self.assertRaisesRegex(tuning.GridError, "cross-check"):
       frontier_points.parse_grids('dp_rec_in_law@640: clip=0.1,0.2', points)
     grids = frontier_points.parse_grids('dp_rec_in_law@4096: clip=0.1,0.2', points)
     self.assertEqual(grids[('dp_rec_in_law', 4096)],
@@ -524,7 +525,7 @@ class ReportTest(tf.test.TestCase):
 
     base = config_lib.RunConfig(task='stackoverflow_lr',
                                 aggregators=('dp_rec',), progress=False)
-    with mock.patch.object(training, 'calibrated_aggregator',
+    with mock.patch.object(run_setup, 'calibrated_aggregator',
                            calibrated_aggregator), \
         mock.patch.object(planning, 'plan_for_run', plan_for_run):
       self.assertEqual(frontier.predicted_break_even(task, base), 3272)
@@ -533,7 +534,7 @@ class ReportTest(tf.test.TestCase):
     def refuse(*_):
       raise ValueError('epsilon 1 is out of reach')
     printed = []
-    with mock.patch.object(training, 'calibrated_aggregator',
+    with mock.patch.object(run_setup, 'calibrated_aggregator',
                            calibrated_aggregator), \
         mock.patch.object(planning, 'plan_for_run', refuse):
       self.assertIsNone(frontier.predicted_break_even(task, base,

@@ -9,9 +9,12 @@ from unittest import mock
 
 import numpy as np
 import tensorflow as tf
+import tensorflow_federated as tff
 
 from experiments.data import images
 from experiments.data import tasks
+from experiments.data import task_types
+from experiments.data import task_registry
 
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -142,7 +145,7 @@ class ImageTaskTest(tf.test.TestCase):
                         arrays['x_train'][500] / 255.0)
     weights = task.baseline.model_fn()
     del weights
-    self.assertEqual(tasks.defaults('fashion_mnist').clients_per_round, 10)
+    self.assertEqual(task_registry.get('fashion_mnist').defaults.clients_per_round, 10)
 
   def test_round_tensors_make_the_clients_datasets(self):
     folder = self.create_tempdir().full_path
@@ -180,13 +183,29 @@ class ImageTaskTest(tf.test.TestCase):
     self.assertIn('MNIST (real images) from', task.data_note)
     self.assertEqual(task.population, 100)
 
+  def test_model_only_task_has_the_model_and_clients_without_images(self):
+    folder = self.create_tempdir().full_path
+    write_image_set(folder, gz=False)
+    full = tasks.create_task('mnist', folder)
+    empty = self.create_tempdir().full_path
+    for name in ('mnist', 'fashion_mnist'):
+      bare = tasks.create_task(name, empty, model_only=True)
+      self.assertEqual(bare.population, full.population)
+      self.assertEqual(list(bare.train_client_ids),
+                       list(full.train_client_ids))
+      self.assertEqual(
+          tff.learning.models.weights_type_from_model(bare.baseline.model_fn),
+          tff.learning.models.weights_type_from_model(full.baseline.model_fn))
+    with self.assertRaisesRegex(ValueError, 'model_only: the digits task'):
+      tasks.create_task('digits', empty, model_only=True)
+
   def test_missing_files_give_one_line_and_exit_2(self):
     empty = self.create_tempdir().full_path
     with mock.patch.object(images, 'KERAS_FASHION_MNIST',
                            os.path.join(empty, 'keras')), \
         mock.patch.object(images, 'DEBIAN_FASHION_MNIST',
                           os.path.join(empty, 'debian')):
-      with self.assertRaisesRegex(tasks.MissingDataError,
+      with self.assertRaisesRegex(task_types.MissingDataError,
                                   'apt-get install dataset-fashion-mnist'):
         tasks.create_task('fashion_mnist', empty)
     # The command line, with Debian's folder moved away (it may be

@@ -12,7 +12,7 @@ import tensorflow as tf
 from experiments.runner import config as config_lib
 from experiments.runner import jobs
 from experiments.runner import registry
-from experiments.runner import training
+from experiments.infra import test_hooks
 
 _TINY = dict(seed=3, train_clients=40, heldout_clients=5, test_clients=15,
              num_words=300, num_tags=30, num_topics=6, mean_examples=12.0,
@@ -100,7 +100,7 @@ class RunTest(tf.test.TestCase):
     lines = []
     # The dp_fedavg job dies after saving its round 1; the other finishes.
     with mock.patch.dict(os.environ,
-                         {training.TEST_KILL_ENV: 'dp_fedavg:1:saved'}):
+                         {test_hooks.KILL_ENV: 'dp_fedavg:1:saved'}):
       with self.assertRaisesRegex(
           jobs.JobError, r'^job 0 exited with code -9: see .*job0\.log '
           r'\(rerun the command'):

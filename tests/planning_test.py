@@ -8,7 +8,7 @@ from absl.testing import absltest
 import numpy as np
 import tensorflow_federated as tff
 
-from experiments.data import tasks
+from experiments.data import task_registry
 from experiments.runner import calibration_cache
 from experiments.runner import config as config_lib
 from experiments.runner import planning
@@ -40,13 +40,13 @@ class PlanningTest(absltest.TestCase):
       self.addCleanup(patcher.stop)
     self.task = types.SimpleNamespace(
         name='small', population=2000,
-        defaults=tasks.defaults('stackoverflow_lr'))
+        defaults=task_registry.get('stackoverflow_lr').defaults)
     self.config = config_lib.RunConfig(
         task='stackoverflow_lr', aggregators=_AGGREGATORS, rounds=5,
         clients_per_round=10, target_epsilon=2.0).resolved(self.task)
 
   def _calibrate_aggregators(self):
-    """The run's aggregators, as `training.calibrate` builds them."""
+    """The run's aggregators, as `run_setup.calibrate` builds them."""
     c = self.config
     return {name: registry.build(
         name, value_type=tff.TensorType(np.float32, [100]),

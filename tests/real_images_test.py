@@ -9,8 +9,11 @@ from absl.testing import parameterized
 import tensorflow as tf
 
 from experiments.data import tasks as tasks_lib
+from experiments.data import task_types
 from experiments.runner import training
-from experiments.studies import epsilon_sweep
+from experiments.runner import run_setup
+from experiments.runner import finished
+from experiments.studies import tuning
 from experiments.studies import real_images
 from experiments.studies import reproduce
 from tff_dprec import accounting
@@ -70,17 +73,17 @@ class RealImagesTest(parameterized.TestCase):
     task, calibrated_aggregator, run = self._fakes(calls)
     out = self.create_tempdir().full_path
     with mock.patch.object(training, 'run', run), \
-        mock.patch.object(training, 'calibrated_aggregator', calibrated_aggregator), \
+        mock.patch.object(run_setup, 'calibrated_aggregator', calibrated_aggregator), \
         mock.patch.object(tasks_lib, 'create_task', lambda *a, **k: task):
       cells = real_images.run(out, 'data', rounds=300, seeds=2,
                               log=lambda *a: None)
-    tuning = [c for c in calls if c.eval_split == 'validation']
-    self.assertLen(tuning, 7)
-    self.assertEqual(tuning[-1].noise_stddev, 0.02)
-    for c in tuning:
+    tuned = [c for c in calls if c.eval_split == 'validation']
+    self.assertLen(tuned, 7)
+    self.assertEqual(tuned[-1].noise_stddev, 0.02)
+    for c in tuned:
       self.assertEqual((c.target_epsilon, c.seeds),
-                       (3.0, (epsilon_sweep.TUNE_SEED_OFFSET,
-                              epsilon_sweep.TUNE_SEED_OFFSET + 1)))
+                       (3.0, (tuning.TUNE_SEED_OFFSET,
+                              tuning.TUNE_SEED_OFFSET + 1)))
     rows = [c for c in calls if c.eval_split == 'test']
     self.assertEqual(
         [(c.aggregators, c.target_epsilon) for c in rows][:5],
@@ -123,13 +126,13 @@ class RealImagesTest(parameterized.TestCase):
     def must_not_train(*a, **k):
       raise AssertionError('report_only trained')
 
-    def report(finished):
-      # Rows whose first aggregator is in `finished` have all their runs.
+    def report(done):
+      # Rows whose first aggregator is in `done` have all their runs.
       def finished_records(config):
-        return run(config) if config.aggregators[0] in finished else []
+        return run(config) if config.aggregators[0] in done else []
       with mock.patch.object(training, 'run', must_not_train), \
-          mock.patch.object(training, 'finished_records', finished_records), \
-          mock.patch.object(training, 'calibrated_aggregator', calibrated_aggregator), \
+          mock.patch.object(finished, 'finished_records', finished_records), \
+          mock.patch.object(run_setup, 'calibrated_aggregator', calibrated_aggregator), \
           mock.patch.object(tasks_lib, 'create_task', lambda *a, **k: task):
         real_images.run(out, 'data', rounds=300, seeds=2,
                         log=lambda *a: None, report_only=True)
@@ -148,7 +151,7 @@ class RealImagesTest(parameterized.TestCase):
                   'finished)', table)
     # Tuned (by a training pass), then a report with some rows finished.
     with mock.patch.object(training, 'run', run), \
-        mock.patch.object(training, 'calibrated_aggregator', calibrated_aggregator), \
+        mock.patch.object(run_setup, 'calibrated_aggregator', calibrated_aggregator), \
         mock.patch.object(tasks_lib, 'create_task', lambda *a, **k: task):
       real_images.tune_methods(real_images.base_config(out, 'data', 300, 2),
                                lambda *a: None)
@@ -193,14 +196,14 @@ class RealImagesTest(parameterized.TestCase):
     task, calibrated_aggregator, run = self._fakes(calls)
     out = self.create_tempdir().full_path
     with mock.patch.object(training, 'run', run), \
-        mock.patch.object(training, 'calibrated_aggregator', calibrated_aggregator), \
+        mock.patch.object(run_setup, 'calibrated_aggregator', calibrated_aggregator), \
         mock.patch.object(tasks_lib, 'create_task', lambda *a, **k: task):
       real_images.run(out, 'data', rounds=300, seeds=2, log=lambda *a: None,
                       tuning_seeds=tuning_seeds)
-    tuning = [c for c in calls if c.eval_split == 'validation']
-    self.assertLen(tuning, 7)
-    first = epsilon_sweep.TUNE_SEED_OFFSET
-    for c in tuning:
+    tuned = [c for c in calls if c.eval_split == 'validation']
+    self.assertLen(tuned, 7)
+    first = tuning.TUNE_SEED_OFFSET
+    for c in tuned:
       self.assertEqual(c.seeds, tuple(range(first, first + tuning_seeds)))
     with open(os.path.join(out, 'fashion_mnist.md')) as f:
       table = f.read()
@@ -246,7 +249,7 @@ class RealImagesTest(parameterized.TestCase):
 
   def test_missing_data_is_one_line_and_exit_2(self):
     def missing(*a, **k):
-      raise tasks_lib.MissingDataError('no fashion here')
+      raise task_types.MissingDataError('no fashion here')
 
     with mock.patch.object(tasks_lib, 'create_task', missing), \
         self.assertRaises(SystemExit) as raised:

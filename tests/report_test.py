@@ -7,6 +7,8 @@ import os
 import pytest
 
 from experiments.runner import report
+from experiments.runner import report_plots
+from experiments.runner import stats
 
 _CONTEXT = dict(initial_metric=0.01, frequent_tags=0.25, split='test',
                 wall_seconds=12.0)
@@ -215,13 +217,15 @@ def test_write_curves_numbers_seeds_by_position_without_records(tmp_path):
   assert seeds == {'0', '1', '2'}
 
 
-def test_series_keeps_rounds_all_seeds_share():
+def test_series_keeps_rounds_all_seeds_share_then_the_end():
+  # Seed 2 stopped at round 6 of 10: every seed's rounds before its end,
+  # then the mean of the last points at round 10.
   _, curves = _multi_seed()
-  series = report._series(curves['dp_rec'], report._metric)
-  assert [x for x, _, _ in series] == list(range(7))
+  series = stats.mean_curve(curves['dp_rec'], report_plots._metric)
+  assert [x for x, _, _ in series] == list(range(6)) + [10]
   # The communication axis leaves out round 0 (no bits yet).
-  series = report._series(curves['dp_rec'], report._metric,
-                          report._communication_gb)
+  series = stats.mean_curve(curves['dp_rec'], report_plots._metric,
+                            report_plots._communication_gb)
   assert len(series) == 6
   assert series[0][0] == pytest.approx(3e6 / report.GIGABYTE_BITS)
 
@@ -236,13 +240,13 @@ def _assert_plots(output_dir, paths):
 def test_plots_multi_seed_with_early_stop(tmp_path):
   records, curves = _multi_seed()
   _assert_plots(str(tmp_path),
-                report.write_plots(str(tmp_path), records, curves, _CONTEXT))
+                report_plots.write_plots(str(tmp_path), records, curves, _CONTEXT))
 
 
 def test_plots_single_seed(tmp_path):
   curve = _curve(5, 0.3, private=True)
   records = [_record('dp_rec', 0, curve[-1]['metric'], curve[-1]['epsilon'])]
-  _assert_plots(str(tmp_path), report.write_plots(
+  _assert_plots(str(tmp_path), report_plots.write_plots(
       str(tmp_path), records, {'dp_rec': [curve]}))
 
 
@@ -250,23 +254,23 @@ def test_plots_without_private_aggregator(tmp_path):
   curves = {'fedavg': [_curve(5, 0.5, private=False) for _ in range(2)]}
   curves['fedavg'][0][0]['epsilon'] = 0.0  # Round 0 may say 0, not None.
   records = [_record('fedavg', s, 0.5) for s in range(2)]
-  assert report.write_plots(str(tmp_path), records, curves)
+  assert report_plots.write_plots(str(tmp_path), records, curves)
   _assert_plots(str(tmp_path),
-                report.write_plots(str(tmp_path), records, curves, _CONTEXT))
+                report_plots.write_plots(str(tmp_path), records, curves, _CONTEXT))
 
 
 def test_no_records():
   assert report.markdown_table([]) == '(no results)\n'
   assert report.summarize([]) == []
-  assert report.write_plots('/nonexistent', [], {}) == []
+  assert report_plots.write_plots('/nonexistent', [], {}) == []
 
 
 def test_mean_se_of_a_diverged_run_is_nan_without_se():
-  mean, se = report.mean_se([0.3, 0.5])
+  mean, se = stats.mean_se([0.3, 0.5])
   assert mean == pytest.approx(0.4) and se == pytest.approx(0.1)
-  mean, se = report.mean_se([0.3, math.nan, 0.5])
+  mean, se = stats.mean_se([0.3, math.nan, 0.5])
   assert math.isnan(mean) and se is None
-  assert report.mean_se([0.3]) == (0.3, None)
+  assert stats.mean_se([0.3]) == (0.3, None)
 
 
 def test_accountant_split_parts_add_up_to_the_distance():

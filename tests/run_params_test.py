@@ -12,7 +12,7 @@ import tensorflow as tf
 from experiments.runner import calibration_cache
 from experiments.runner import ledger
 from experiments.runner import run_params
-from experiments.runner import training
+from experiments.infra import test_hooks
 from tests import support
 
 _C = 0.5496089266880293
@@ -118,7 +118,7 @@ class ResumeAcrossMachinesTest(tf.test.TestCase):
             f'--data_dir={os.path.join(root, "data")}']
     env = {calibration_cache.ENV: cache}
     killed = support.run_cli(
-        args, dict(env, **{training.TEST_KILL_ENV: 'dp_rec:3:saved'}))
+        args, dict(env, **{test_hooks.KILL_ENV: 'dp_rec:3:saved'}))
     self.assertEqual(killed.returncode, -signal.SIGKILL, killed.stderr[-3000:])
     run_dir = os.path.join(root, 'out', 'digits', 'dp_rec', 'seed0')
     return args, env, cache, run_dir

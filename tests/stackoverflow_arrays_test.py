@@ -10,6 +10,8 @@ from tensorflow_federated.python.simulation.baselines.stackoverflow import tag_p
 from experiments.data import stackoverflow_arrays
 from experiments.data import stackoverflow_data
 from experiments.data import tasks
+from experiments.data import stackoverflow_task
+from experiments.data import evaluation
 
 _TINY = dict(seed=5, train_clients=30, heldout_clients=6, test_clients=10,
              num_words=300, num_tags=30, num_topics=6, mean_examples=12.0,
@@ -27,7 +29,7 @@ class StackOverflowArraysTest(tf.test.TestCase):
     # occur, and must be dropped exactly as TFF drops them.
     cls.task = tasks.create_task('stackoverflow_lr', cls.data_dir,
                                  embedded_config=_TINY)
-    cls.words, cls.tags = tasks._vocab(cls.data_dir, 120, 12)  # pylint: disable=protected-access
+    cls.words, cls.tags = stackoverflow_task.vocab(cls.data_dir, 120, 12)  # pylint: disable=protected-access
 
   def test_every_example_equals_tff_to_ids(self):
     arrays = stackoverflow_arrays.load(self.data_dir, self.words, self.tags)
@@ -133,13 +135,13 @@ class StackOverflowArraysTest(tf.test.TestCase):
     ids = self.task.train_client_ids[:3]
     self.assertLen(self.task.round_input(ids, seed=0), 3)
     x, y = self.task.eval_arrays('test')
-    words, tags = tasks._vocab(self.data_dir, tasks.EMBEDDED_WORD_VOCAB,  # pylint: disable=protected-access
-                               tasks.EMBEDDED_TAG_VOCAB)
+    words, tags = stackoverflow_task.vocab(self.data_dir, stackoverflow_task.EMBEDDED_WORD_VOCAB,  # pylint: disable=protected-access
+                               stackoverflow_task.EMBEDDED_TAG_VOCAB)
     self.assertEqual(x.shape, (self.task.arrays['test'].num_examples,
                                len(words)))
     self.assertEqual(y.shape[1], len(tags))
     with self.assertRaisesRegex(ValueError, "split must be 'test' or"):
-      tasks.evaluate(self.task, None, split='train')
+      evaluation.evaluate(self.task, None, split='train')
 
 
   def test_numpy_evaluation_equals_the_models_forward_pass(self):
@@ -160,9 +162,9 @@ class StackOverflowArraysTest(tf.test.TestCase):
           trainable=[t.astype(np.float32) for t in trainable],
           non_trainable=list(weights.non_trainable))
       for split in ('test', 'validation'):
-        fast = tasks.evaluate(self.task, case_weights, split=split)
-        data = tasks._eval_data(self.task, split)  # pylint: disable=protected-access
-        slow = tasks.evaluate_with_model(self.task, case_weights, data)
+        fast = evaluation.evaluate(self.task, case_weights, split=split)
+        data = evaluation._eval_data(self.task, split)  # pylint: disable=protected-access
+        slow = evaluation.evaluate_with_model(self.task, case_weights, data)
         self.assertEqual(fast['num_examples'], slow['num_examples'])
         self.assertAllClose(fast['recall_at_5'], slow['recall_at_5'],
                             rtol=1e-6, msg=f'{case} {split}')
@@ -171,11 +173,11 @@ class StackOverflowArraysTest(tf.test.TestCase):
         self.assertAllClose(fast['loss'], slow['loss'],
                             rtol=1e-2 if case == 'saturated' else 1e-4,
                             msg=f'{case} {split}')
-    zero_recall = tasks.evaluate(self.task, tff.learning.models.ModelWeights(
+    zero_recall = evaluation.evaluate(self.task, tff.learning.models.ModelWeights(
         trainable=[np.zeros(s, np.float32) for s in shapes],
         non_trainable=list(weights.non_trainable)))['recall_at_5']
     self.assertAllClose(zero_recall,
-                        tasks.frequent_tags_recall_at_5(self.task))
+                        evaluation.frequent_tags_recall_at_5(self.task))
 
 
 def tff_splits(task):

@@ -10,6 +10,7 @@ from experiments.data import stackoverflow_arrays
 from experiments.data import stackoverflow_data
 from experiments.data import stackoverflow_population
 from experiments.data import tasks
+from experiments.data import stackoverflow_task
 from experiments.runner import checkpoints
 from experiments.runner import config as config_lib
 from experiments.runner import registry
@@ -27,7 +28,7 @@ class PopulationTest(tf.test.TestCase):
     super().setUpClass()
     cls.data_dir = os.path.join(tf.compat.v1.test.get_temp_dir(), 'so_pop')
     stackoverflow_data.generate(cls.data_dir, _SMALL)
-    cls.words, cls.tags = tasks._vocab(cls.data_dir, 300, 20)
+    cls.words, cls.tags = stackoverflow_task.vocab(cls.data_dir, 300, 20)
     cls.population = stackoverflow_population.Population(
         100_000, cls.words, cls.tags, embedded_config=_SMALL)
 

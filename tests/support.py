@@ -13,12 +13,12 @@ from unittest import mock
 import numpy as np
 import tensorflow_federated as tff
 
-from experiments.runner import training
+from experiments.infra import test_hooks
 from tff_dprec.accounting import accountings
 from tff_dprec.accounting import dp_rec_accountant
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-KILL_ENV = training.TEST_KILL_ENV
+KILL_ENV = test_hooks.KILL_ENV
 # Intrinsics that move values from CLIENTS to SERVER.
 CLIENTS_TO_SERVER = frozenset([
     'federated_aggregate', 'federated_sum', 'federated_mean',

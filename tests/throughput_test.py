@@ -22,10 +22,10 @@ from experiments.infra import compile_cache
 from experiments.data import stackoverflow_arrays
 from experiments.data import stackoverflow_data
 from experiments.data import tasks
+from experiments.data import stackoverflow_task
 from experiments.runner import execution
 from experiments.runner import registry
 from experiments.runner import sampling
-from experiments.runner import training
 from experiments.studies import throughput
 
 _TINY = dict(seed=2, train_clients=12, heldout_clients=4, test_clients=4,
@@ -70,7 +70,7 @@ class FastPathIsBitIdenticalTest(tf.test.TestCase):
           loop_implementation=tff.learning.LoopImplementation.DATASET_REDUCE)
       make_input = stackoverflow_arrays.ClientDatasets(
           task.client_data.source, task.defaults.batch_size,
-          tasks.TRAIN_MAX_ELEMENTS)
+          stackoverflow_task.TRAIN_MAX_ELEMENTS)
     # Both start from the same model (TFF's initializer is unseeded).
     initial = tff_history.seeded_model_weights(task.baseline.model_fn, 4)
     state = process.set_model_weights(process.initialize(), initial)

@@ -12,14 +12,15 @@ import tensorflow as tf
 from experiments.data import tasks as tasks_lib
 from experiments.runner import config as config_lib
 from experiments.runner import training
+from experiments.runner import run_setup
 from experiments.studies import epsilon_sweep
-from experiments.studies import tune
+from experiments.studies import tuning
 
 
 class TuneGridTest(tf.test.TestCase):
 
   def test_blocks_are_products_in_order(self):
-    settings = tune.parse_grid(
+    settings = tuning.parse_grid(
         'server_optimizer=sgdm server_lr=0.3,1 | server_optimizer=adam '
         'server_lr=0.01 l2_clip=0.2,0.5')
     self.assertEqual(settings, [
@@ -27,7 +28,7 @@ class TuneGridTest(tf.test.TestCase):
         dict(server_optimizer='sgdm', server_lr=1.0),
         dict(server_optimizer='adam', server_lr=0.01, l2_clip=0.2),
         dict(server_optimizer='adam', server_lr=0.01, l2_clip=0.5)])
-    self.assertEqual(tune.key(settings[0]),
+    self.assertEqual(tuning.key(settings[0]),
                      'server_lr=0.3 server_optimizer=sgdm')
 
   def test_bad_grids_name_the_problem(self):
@@ -35,8 +36,8 @@ class TuneGridTest(tf.test.TestCase):
                           ('server_lr=fast', "'fast' is not a number"),
                           ('seed=1', "'seed' cannot be tuned"),
                           ('server_lr=1 | ', 'empty block')):
-      with self.assertRaisesRegex(tune.GridError, message):
-        tune.parse_grid(text)
+      with self.assertRaisesRegex(tuning.GridError, message):
+        tuning.parse_grid(text)
 
 
 class EdgeTest(tf.test.TestCase):
@@ -44,23 +45,23 @@ class EdgeTest(tf.test.TestCase):
   def test_edges(self):
     grid = [{'l2_clip': v, 'server_lr': lr} for v in (0.2, 0.5, 1.0)
             for lr in (3.0, 10.0)]
-    self.assertEqual(tune.edges({'l2_clip': 0.5, 'server_lr': 10.0}, grid),
+    self.assertEqual(tuning.edges({'l2_clip': 0.5, 'server_lr': 10.0}, grid),
                      ['server_lr (largest)'])
-    self.assertEqual(tune.edges({'l2_clip': 0.2, 'server_lr': 3.0}, grid),
+    self.assertEqual(tuning.edges({'l2_clip': 0.2, 'server_lr': 3.0}, grid),
                      ['l2_clip (smallest)', 'server_lr (smallest)'])
-    self.assertEqual(tune.edges({'l2_clip': 0.5}, [{'l2_clip': 0.5}]), [])
+    self.assertEqual(tuning.edges({'l2_clip': 0.5}, [{'l2_clip': 0.5}]), [])
 
   def test_beyond_edge(self):
     grid = [{'noise_stddev': v} for v in (0.0122, 0.0305, 0.0609)]
     # Smallest chosen: 0.0122^2 / 0.0305 = 0.00488; largest: 0.0609^2/0.0305.
-    self.assertEqual(tune.beyond_edge(grid[0], grid),
+    self.assertEqual(tuning.beyond_edge(grid[0], grid),
                      {'noise_stddev': 0.00488})
-    self.assertEqual(tune.beyond_edge(grid[2], grid),
+    self.assertEqual(tuning.beyond_edge(grid[2], grid),
                      {'noise_stddev': 0.1216})
-    self.assertIsNone(tune.beyond_edge(grid[1], grid))
+    self.assertIsNone(tuning.beyond_edge(grid[1], grid))
     # Fixed fields ride along; only the varied one steps.
     grid = [{'l2_clip': v, 'server_lr': 10.0} for v in (0.2, 0.5, 1)]
-    self.assertEqual(tune.beyond_edge(grid[2], grid),
+    self.assertEqual(tuning.beyond_edge(grid[2], grid),
                      {'l2_clip': 2.0, 'server_lr': 10.0})
     for chosen, settings in (
         ({'l2_clip': 0.5}, [{'l2_clip': 0.5}]),  # One value.
@@ -74,15 +75,15 @@ class EdgeTest(tf.test.TestCase):
         ({'grouping': 8}, [{'grouping': 'tensor'}, {'grouping': 4},
                            {'grouping': 8}]),
         ({'bits': 1}, [{'bits': 1}, {'bits': 2}])):  # Down to 0.
-      self.assertIsNone(tune.beyond_edge(chosen, settings), chosen)
+      self.assertIsNone(tuning.beyond_edge(chosen, settings), chosen)
     # Int fields step to ints, at least one past the edge.
     bits = [{'bits': b} for b in (4, 6, 8)]
-    self.assertEqual(tune.beyond_edge(bits[2], bits), {'bits': 11})
-    self.assertEqual(tune.beyond_edge(bits[0], bits), {'bits': 3})
+    self.assertEqual(tuning.beyond_edge(bits[2], bits), {'bits': 11})
+    self.assertEqual(tuning.beyond_edge(bits[0], bits), {'bits': 3})
     close = [{'bits': b} for b in (9, 10)]
-    self.assertEqual(tune.beyond_edge(close[1], close), {'bits': 11})
-    self.assertEqual(tune.beyond_edge(close[0], close), {'bits': 8})
-    self.assertEqual(tune.edges({'grouping': 8}, [
+    self.assertEqual(tuning.beyond_edge(close[1], close), {'bits': 11})
+    self.assertEqual(tuning.beyond_edge(close[0], close), {'bits': 8})
+    self.assertEqual(tuning.edges({'grouping': 8}, [
         {'grouping': 'tensor'}, {'grouping': 8}]), [])
 
   def test_tune_past_edges_grows_until_inside_or_out_of_steps(self):
@@ -91,12 +92,12 @@ class EdgeTest(tf.test.TestCase):
 
     def tune_grid(settings):
       calls.append([s['l2_clip'] for s in settings])
-      results = {tune.key(s): dict(mean=scores[s['l2_clip']])
+      results = {tuning.key(s): dict(mean=scores[s['l2_clip']])
                  for s in settings}
       return max(settings, key=lambda s: scores[s['l2_clip']]), results
 
     grid = [{'l2_clip': 1.0}, {'l2_clip': 2.0}]
-    chosen, results, settings, added = tune.tune_past_edges(
+    chosen, results, settings, added = tuning.tune_past_edges(
         tune_grid, grid, 2, lambda c, s: announced.append((c, s)))
     self.assertEqual(calls, [[1, 2], [1, 2, 4], [1, 2, 4, 8]])
     self.assertEqual((chosen, added), ({'l2_clip': 4.0},
@@ -105,15 +106,15 @@ class EdgeTest(tf.test.TestCase):
     self.assertLen(results, 4)
     self.assertEqual(announced[0], ({'l2_clip': 2.0}, {'l2_clip': 4.0}))
     self.assertEqual(grid, [{'l2_clip': 1.0}, {'l2_clip': 2.0}])  # Unchanged.
-    self.assertEqual(tune.grown_note([tune.key(s) for s in added]),
+    self.assertEqual(tuning.grown_note([tuning.key(s) for s in added]),
                      'grid grown past its edge to l2_clip=4.0, then '
                      'l2_clip=8.0')
-    self.assertEqual(tune.grown_note([]), '')
+    self.assertEqual(tuning.grown_note([]), '')
     calls.clear()
-    chosen, _, _, added = tune.tune_past_edges(tune_grid, grid, 0)
+    chosen, _, _, added = tuning.tune_past_edges(tune_grid, grid, 0)
     self.assertEqual((calls, chosen, added), ([[1, 2]], {'l2_clip': 2.0}, []))
     # Nothing eligible (None): no steps.
-    chosen, _, _, added = tune.tune_past_edges(lambda s: (None, {}), grid, 2)
+    chosen, _, _, added = tuning.tune_past_edges(lambda s: (None, {}), grid, 2)
     self.assertEqual((chosen, added), (None, []))
 
 
@@ -145,15 +146,15 @@ class TuneReuseTest(tf.test.TestCase):
     base = config_lib.RunConfig(task='stackoverflow_lr',
                                 aggregators=('dp_fedavg',), output_dir=out,
                                 rounds=5)
-    settings = tune.parse_grid('l2_clip=0.2,0.5')
+    settings = tuning.parse_grid('l2_clip=0.2,0.5')
     with mock.patch.object(training, 'run', run):
-      tune.tune(base, settings, path, print_fn=lambda *a: None)
-      tune.tune(base, settings, path, print_fn=lambda *a: None)
+      tuning.tune(base, settings, path, print_fn=lambda *a: None)
+      tuning.tune(base, settings, path, print_fn=lambda *a: None)
       self.assertEqual(trained, [(0.2, 5), (0.5, 5)])
       # Another configuration (here the rounds; a population change alike):
       # the stored results are not reused but rerun and replaced.
       printed = []
-      results = tune.tune(
+      results = tuning.tune(
           config_lib.RunConfig(**{**base.asdict(), 'rounds': 7}), settings,
           path, print_fn=printed.append)
     self.assertEqual(trained[2:], [(0.2, 7), (0.5, 7)])
@@ -178,7 +179,7 @@ class TuneReuseTest(tf.test.TestCase):
     base = config_lib.RunConfig(task='stackoverflow_lr',
                                 aggregators=('dp_fedavg',), output_dir=out,
                                 rounds=5, data_dir='data_cache')
-    old_style = dict(tune.base_fingerprint(base), data_dir='data_cache')
+    old_style = dict(tuning.base_fingerprint(base), data_dir='data_cache')
     with open(path, 'w') as f:
       json.dump({'l2_clip=0.2': dict(setting={'l2_clip': 0.2}, mean=0.41,
                                      metrics=[0.41], seconds=36.0,
@@ -188,19 +189,19 @@ class TuneReuseTest(tf.test.TestCase):
     moved = config_lib.RunConfig(**{**base.asdict(),
                                     'data_dir': '/elsewhere/data_cache'})
     with mock.patch.object(training, 'run', run):
-      results = tune.tune(moved, [{'l2_clip': 0.2}], path,
+      results = tuning.tune(moved, [{'l2_clip': 0.2}], path,
                           print_fn=lambda *a: None)
     self.assertEqual(trained, [])
     self.assertEqual(results['l2_clip=0.2']['seconds'], 36.0)
     with open(path) as f:
       self.assertEqual(f.read(), before)
-    self.assertEqual(list(tune.stored_results(moved, [{'l2_clip': 0.2}],
+    self.assertEqual(list(tuning.stored_results(moved, [{'l2_clip': 0.2}],
                                               path)), ['l2_clip=0.2'])
     # Any field that changes results still reruns (here the rounds).
-    self.assertFalse(tune.ran_under(
-        dict(base=old_style), tune.base_fingerprint(
+    self.assertFalse(tuning.ran_under(
+        dict(base=old_style), tuning.base_fingerprint(
             config_lib.RunConfig(**{**base.asdict(), 'rounds': 7}))))
-    self.assertFalse(tune.ran_under({}, tune.base_fingerprint(base)))
+    self.assertFalse(tuning.ran_under({}, tuning.base_fingerprint(base)))
 
 
 class StoredResultsTest(tf.test.TestCase):
@@ -212,18 +213,18 @@ class StoredResultsTest(tf.test.TestCase):
     other = config_lib.RunConfig(**{**base.asdict(), 'rounds': 7})
     with open(path, 'w') as f:
       json.dump({'l2_clip=0.1': dict(mean=0.3,
-                                     base=tune.base_fingerprint(base)),
+                                     base=tuning.base_fingerprint(base)),
                  'l2_clip=0.2': dict(mean=0.4,
-                                     base=tune.base_fingerprint(other))}, f)
+                                     base=tuning.base_fingerprint(other))}, f)
     grid = [{'l2_clip': 0.1}]
-    self.assertEqual(list(tune.stored_results(base, grid, path)),
+    self.assertEqual(list(tuning.stored_results(base, grid, path)),
                      ['l2_clip=0.1'])
-    with self.assertRaisesRegex(tune.NotTrainedYet,
+    with self.assertRaisesRegex(tuning.NotTrainedYet,
                                 r'1 of 2 tuning settings not trained yet '
                                 r'\(l2_clip=0.2\)'):
-      tune.stored_results(base, grid + [{'l2_clip': 0.2}], path)
-    with self.assertRaisesRegex(tune.NotTrainedYet, '1 of 1'):
-      tune.stored_results(base, grid, path + '.missing')
+      tuning.stored_results(base, grid + [{'l2_clip': 0.2}], path)
+    with self.assertRaisesRegex(tuning.NotTrainedYet, '1 of 1'):
+      tuning.stored_results(base, grid, path + '.missing')
 
 
 class EpsilonSweepTest(tf.test.TestCase):
@@ -312,7 +313,7 @@ class EpsilonSweepTest(tf.test.TestCase):
         ('dp_rec: noise_stddev=0.1 rounds=5', "'rounds' cannot vary"),
         ('dp_rec: accounting=paper', "'accounting' cannot vary"),
         ('dp_rec: clients_per_round=80', "'clients_per_round' cannot vary")):
-      with self.assertRaisesRegex(tune.GridError, message):
+      with self.assertRaisesRegex(tuning.GridError, message):
         epsilon_sweep.parse_grids(text, ('dp_rec',))
 
   def test_grid_values_are_checked_before_anything_trains(self):
@@ -330,34 +331,34 @@ class EpsilonSweepTest(tf.test.TestCase):
     settings = [dict(noise_stddev=0.003), dict(noise_stddev=0.006),
                 dict(noise_stddev=0.012)]
     def results(means, clip_ratios):
-      return {tune.key(s): dict(mean=m, params=dict(clip_ratio=c))
+      return {tuning.key(s): dict(mean=m, params=dict(clip_ratio=c))
               for s, m, c in zip(settings, means, clip_ratios)}
     self.assertEqual(
-        epsilon_sweep.choose(results([0.2, 0.3, 0.1], [1.7] * 3), settings),
+        tuning.choose(results([0.2, 0.3, 0.1], [1.7] * 3), settings),
         dict(noise_stddev=0.006))
     # Ties go to the first in grid order.
     self.assertEqual(
-        epsilon_sweep.choose(results([0.3, 0.3, 0.1], [1.7] * 3), settings),
+        tuning.choose(results([0.3, 0.3, 0.1], [1.7] * 3), settings),
         dict(noise_stddev=0.003))
     # A setting outside the idealisation is never chosen, however good.
     self.assertEqual(
-        epsilon_sweep.choose(results([0.2, 0.9, 0.1], [1.7, 4.0, 1.7]),
+        tuning.choose(results([0.2, 0.9, 0.1], [1.7, 4.0, 1.7]),
                              settings),
         dict(noise_stddev=0.003))
     self.assertIsNone(
-        epsilon_sweep.choose(results([0.2, 0.9, 0.1], [4.5] * 3), settings))
+        tuning.choose(results([0.2, 0.9, 0.1], [4.5] * 3), settings))
     # A NaN clip ratio is not inside the limit either.
     self.assertEqual(
-        epsilon_sweep.choose(results([0.2, 0.9, 0.1],
+        tuning.choose(results([0.2, 0.9, 0.1],
                                      [1.7, math.nan, 1.7]), settings),
         dict(noise_stddev=0.003))
     # A diverged run (non-finite mean) never wins.
     self.assertEqual(
-        epsilon_sweep.choose(results([0.2, math.nan, 0.1], [1.7] * 3),
+        tuning.choose(results([0.2, math.nan, 0.1], [1.7] * 3),
                              settings), dict(noise_stddev=0.003))
     self.assertIsNone(
-        epsilon_sweep.choose(results([math.nan] * 3, [1.7] * 3), settings))
-    self.assertEqual(epsilon_sweep.choose({}, []), {})
+        tuning.choose(results([math.nan] * 3, [1.7] * 3), settings))
+    self.assertEqual(tuning.choose({}, []), {})
 
   def _sweep_fakes(self, calls):
     """(task, calibrated_aggregator, run): fakes that record the runs asked for."""
@@ -400,7 +401,7 @@ class EpsilonSweepTest(tf.test.TestCase):
                                 num_seeds=3, progress=False)
     printed = []
     with mock.patch.object(training, 'run', run), \
-        mock.patch.object(training, 'calibrated_aggregator', calibrated_aggregator), \
+        mock.patch.object(run_setup, 'calibrated_aggregator', calibrated_aggregator), \
         mock.patch.object(tasks_lib, 'create_task',
                           lambda *a, **k: task):
       points, context, label = epsilon_sweep.run_sweep(
@@ -408,12 +409,12 @@ class EpsilonSweepTest(tf.test.TestCase):
           epsilon_sweep.parse_grids(epsilon_sweep.DEFAULT_GRIDS,
                                     ('dp_rec',)),
           tune_seeds=1, controls=True, print_fn=printed.append)
-    tuning, final = calls[:3], calls[3:]
-    self.assertEqual([c.noise_stddev for c in tuning], [0.003, 0.006, 0.012])
-    for c in tuning:
+    tuned, final = calls[:3], calls[3:]
+    self.assertEqual([c.noise_stddev for c in tuned], [0.003, 0.006, 0.012])
+    for c in tuned:
       self.assertEqual((c.eval_split, c.target_epsilon, c.seeds,
                         c.aggregators),
-                       ('validation', 1.0, (epsilon_sweep.TUNE_SEED_OFFSET,),
+                       ('validation', 1.0, (tuning.TUNE_SEED_OFFSET,),
                         ('dp_rec',)))
       self.assertStartsWith(c.output_dir,
                             os.path.join(out, 'eps1', 'tune', 'dp_rec'))

@@ -261,8 +261,12 @@ def _write(folder, path, traced: int, compiled):
     os.replace(temp, path)
     temp = None
     _evict(folder, keep=path)
-  except Exception:  # pylint: disable=broad-except
-    pass  # A cache that cannot be written only costs time.
+  except OSError as e:
+    # A cache that cannot be written only costs time: said once per folder
+    # and cause; any other error is a bug and is raised.
+    _warn_once(f'compile cache: cannot write to {folder} '
+               f'({e.strerror or e}); going on without caching new '
+               'computations there.')
   finally:
     if temp is not None:
       try:

@@ -6,21 +6,21 @@ task's defaults (and delta = N^-1.1). The training loop reads only this.
 """
 
 import dataclasses
-import math
 from typing import Any, Optional
 
-from experiments.data import names
+from experiments.data import task_registry
+from experiments.data import task_types
 from experiments.runner import registry
 from tff_dprec.accounting import accountings
 from tff_dprec import sizes
 from tff_dprec import validation
 from tff_dprec.accounting import calibration
 
-TASKS = names.TASKS
+TASKS = task_registry.names()
 DOWNLINKS = ('auto', 'history', 'full')
 SERVER_OPTIMIZERS = ('adam', 'sgdm')
 EVAL_SPLITS = ('test', 'validation')
-STORED = names.STORED
+STORED = task_types.STORED
 POPULATION_HELP = (
     "Embedded stackoverflow_lr only: the training clients. Default: the "
     "paper's 342,477, each made on demand from the embedded generator; "
@@ -186,7 +186,8 @@ class RunConfig:
         not isinstance(self.population, int) or self.population < 2):
       raise ValueError(f"population must be None, {STORED!r} or an int >= 2, "
                        f'found {self.population!r}.')
-    if self.population is not None and self.task != 'stackoverflow_lr':
+    if self.population is not None and not task_registry.get(
+        self.task).population_applies:
       raise ValueError(f'population={self.population!r} applies to the '
                        'embedded stackoverflow_lr data only, not to '
                        f'task={self.task!r}.')

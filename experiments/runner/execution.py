@@ -1,6 +1,6 @@
 """The TFF process a run trains, and the execution context that runs it.
 
-`build_process` is TFF's unweighted FedAvg with a plan's aggregator, built so
+`build_process` is TFF's unweighted FedAvg with a calibrated aggregator, built so
 that the same build gives the same computation in every process;
 `set_context` installs TFF's local C++ context (the test context for
 DDGauss's secure sum) with compiled computations kept on disk
@@ -56,10 +56,10 @@ def optimizer_name(task, config, private) -> str:
       private and d.private_server_optimizer) or d.server_optimizer
 
 
-def build_process(task: tasks_lib.Task, aggregator_plan, client_lr: float,
+def build_process(task: tasks_lib.Task, aggregator, client_lr: float,
                   server_optimizer, loop_implementation=(
                       tff.learning.LoopImplementation.DATASET_ITERATOR)):
-  """TFF's unweighted FedAvg with the plan's aggregator.
+  """TFF's unweighted FedAvg with a calibrated aggregator's factory.
 
   The client's loop over its batches is a `tf.while_loop` over a dataset
   iterator (`DATASET_ITERATOR`), TFF's other choice: it computes the same
@@ -70,14 +70,14 @@ def build_process(task: tasks_lib.Task, aggregator_plan, client_lr: float,
   # Private runs release no client training metrics: they would leave the
   # clients outside the DP mechanism.
   metrics = {}
-  if aggregator_plan.private_setting:
+  if aggregator.private_setting:
     metrics['metrics_aggregator'] = learning.no_client_metrics
   with _fixed_keras_seeds():
     return tff.learning.algorithms.build_unweighted_fed_avg(
         task.baseline.model_fn,
         client_optimizer_fn=tff.learning.optimizers.build_sgdm(client_lr),
         server_optimizer_fn=server_optimizer,
-        model_aggregator=aggregator_plan.factory,
+        model_aggregator=aggregator.factory,
         loop_implementation=loop_implementation, **metrics)
 
 
@@ -116,8 +116,9 @@ def _fixed_keras_seeds():
 CONTEXT_ROUNDS = 50
 
 
-def set_context(plan, pool=None, use_compile_cache: bool = True):
-  """Sets the execution context the plan needs (a pool's workers, if any).
+def set_context(aggregator, pool=None, use_compile_cache: bool = True):
+  """Sets the execution context the aggregator needs (a pool's workers, if
+  any).
 
   `use_compile_cache=False` compiles as TFF's own local contexts do (the
   rounds benchmark's reference path).
@@ -130,7 +131,7 @@ def set_context(plan, pool=None, use_compile_cache: bool = True):
     # TFF's local contexts (DDGauss's secure sum runs only in the test
     # one), with compiled computations kept on disk.
     tff.framework.set_default_context(compile_cache.local_context(
-        compile_cache.TEST if plan.needs_test_context
+        compile_cache.TEST if aggregator.needs_test_context
         else compile_cache.NATIVE, use_cache=use_compile_cache))
 
 

@@ -34,6 +34,8 @@ from experiments.runner import config as config_lib
 from experiments.runner import planning
 from experiments.runner import registry
 from experiments.runner import training
+from experiments.runner import run_setup
+from experiments.runner import finished
 
 _POLL_SECONDS = 0.5
 # TensorFlow's and gRPC's C++ start-up chatter, kept in the logs but not
@@ -137,14 +139,14 @@ def _prepare(config, print_fn, print_plan) -> _Prepared:
     said_before.append(text)
     print_fn(text)
 
-  task, config, task_dir = training.setup(config, say)
-  planned = training.calibrate(task, config)
-  if print_plan and 'dp_rec' in planned:
-    planning.print_plan(task, config, planned['dp_rec'], say)
+  task, config, task_dir = run_setup.setup(config, say)
+  calibrated = run_setup.calibrate(task, config)
+  if print_plan and 'dp_rec' in calibrated:
+    planning.print_plan(task, config, calibrated['dp_rec'], say)
   # Runs that finished before (a rerun after a failed job) are not shared.
   runs = [(name, seed) for name in config.aggregators for seed in config.seeds
-          if not (config.resume and training.finished_run(
-              task, dataclasses.replace(config, seed=seed), planned[name],
+          if not (config.resume and finished.finished_run(
+              task, dataclasses.replace(config, seed=seed), calibrated[name],
               task_dir, print_fn))]
   shares = split_runs(runs, config.jobs) if runs else []
   return _Prepared(task, config, task_dir, shares, said_before)

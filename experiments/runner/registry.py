@@ -1,48 +1,16 @@
 """The aggregators the experiments compare: a registry, by name.
 
 Each aggregator is an `AggregatorSpec`: its capabilities as data (private,
-supports_history, needs_test_context, sampling) and a builder that calibrates
-it to a privacy budget and returns a `CalibratedAggregator` (`build`). Code
+supports_history, needs_test_context, sampling, the protocol it simulates
+in law) and a builder (`aggregator_builders`) that calibrates it to a
+privacy budget and returns a `CalibratedAggregator` (`build`). Code
 elsewhere asks the spec, never the name.
 """
 
 import dataclasses
-import functools
-import math
-from typing import Any, Callable, Optional
+from typing import Callable, Optional
 
-from experiments.runner import calibration_cache
-from tff_dprec import plan as plan_lib
-from tff_dprec.accounting import accountings
-
-FLOAT_BITS = 32
-PAPER_BITS = 7  # REC's bits where they are not chosen from c.
-
-
-@dataclasses.dataclass(frozen=True)
-class AggregatorSetting:
-  """What the builders need: the model's type and the run's parameters."""
-  value_type: Any
-  population: int
-  clients_per_round: int
-  rounds: int
-  target_epsilon: float
-  delta: float
-  bits: Optional[int]  # None: DP-REC picks them from c (`auto_bits`).
-  grouping: Any
-  noise_stddev: float
-  l2_clip: float
-  noise_multiplier: Optional[float] = None  # DP-FedAvg: fixed, not calibrated.
-  clip_ratio: Optional[float] = None  # DP-REC: fixed, not calibrated.
-  record_messages: bool = False
-  accounting: str = 'pld'
-  insecure_test_seed: Optional[int] = None
-
-  @property
-  def common(self) -> dict:
-    return dict(population=self.population,
-                clients_per_round=self.clients_per_round, delta=self.delta)
-
+from experiments.runner import aggregator_builders as builders
 
 # How a run draws its clients each round (`AggregatorSpec.sampling`): the
 # scheme its accountant assumes.
@@ -51,36 +19,17 @@ POISSON = 'poisson'  # Each client with probability B/N (DP-FedAvg).
 FIXED_SIZE = 'without replacement within a round'  # B distinct clients.
 SAMPLINGS = (WITH_REPLACEMENT, POISSON, FIXED_SIZE)
 
-
-@dataclasses.dataclass
-class CalibratedAggregator:
-  """An aggregator with its calibration, privacy accounting and wire sizes."""
-  name: str
-  factory: Any  # tff.aggregators.UnweightedAggregationFactory
-  private: bool
-  sampling: str
-  params: dict
-  upload_bits_per_client: int
-  download_bits_per_client: int
-  needs_test_context: bool = False
-  # epsilon after r rounds (None for non-private aggregators).
-  epsilon_after: Optional[Callable[[int], float]] = None
-  # The DP-REC sum inside the mean (REC-based aggregators only): its messages
-  # allow server-to-client history compression.
-  rec_sum: Any = None
-  # Which accounting produces epsilon (None for non-private aggregators).
-  accounting: Optional[str] = None
-  # Epsilon of one participation against the server, which knows who took
-  # part (DP-REC only; None where the server sees the update unprotected or
-  # only a noisy sum).
-  local_epsilon: Optional[float] = None
-  # A `<method>_no_noise` control: the private method it shadows.
-  control_of: Optional[str] = None
-
-  @property
-  def private_setting(self) -> bool:
-    """Trained as a private method is (its optimizer and metrics)."""
-    return self.private or self.control_of is not None
+NO_NOISE_SUFFIX = '_no_noise'
+EXACT_SAMPLE_SUFFIX = '_exact_sample'
+EXACT_SAMPLE = 'dp_rec_exact_sample'
+# DP-FedAvg under RDP, the reference for DDGauss
+# (`aggregator_builders.build_dp_fedavg_rdp`).
+DP_FEDAVG_RDP = 'dp_fedavg_rdp'
+# DP-REC's decoded updates drawn in law: a simulation, not a protocol.
+DP_REC_IN_LAW = 'dp_rec_in_law'
+IN_LAW_NOTE = ('simulates DP-REC\'s decoded update in law: its clients send '
+               'floats, so it is not a deployable protocol; its traffic is '
+               'the real protocol\'s, analytic')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,16 +40,19 @@ class AggregatorSpec:
   supports_history: bool
   needs_test_context: bool
   sampling: str
-  build: Callable[['AggregatorSpec', AggregatorSetting], CalibratedAggregator]
+  build: Callable[['AggregatorSpec', builders.AggregatorSetting],
+                  builders.CalibratedAggregator]
   # Seconds per round relative to FedAvg's, to balance runs over processes
-  # (`experiments.runner.jobs`). From the main job's s/round column
-  # (docs/EXPERIMENTS.md, "Time"): DP-REC 0.64 (at 5 bits; REC alike),
-  # DDGauss 0.43, DP-FedAvg 0.15, FedAvg 0.12, the controls as FedAvg.
+  # (`experiments.runner.jobs`) and order a study's points; measured in
+  # docs/EXPERIMENTS.md ("Time").
   relative_cost: float = 1.0
   # SIMULATION ONLY: the decoded updates of `simulates` drawn in law
   # (`tff_dprec.in_law`); clients send floats, traffic is the real
   # protocol's, analytic, and history downlinks are sized, not replayed.
   simulates: Optional[str] = None
+  # A control (`<method>_no_noise`, DP-REC's exact-sample control): the spec
+  # of the private method it shadows.
+  base: Optional['AggregatorSpec'] = None
 
   @property
   def in_law(self) -> bool:
@@ -142,7 +94,7 @@ def get(name: str) -> AggregatorSpec:
   return _REGISTRY[name]
 
 
-def build(name: str, **setting) -> CalibratedAggregator:
+def build(name: str, **setting) -> builders.CalibratedAggregator:
   """Builds and calibrates aggregator `name` (`AggregatorSetting`'s fields).
 
   Private aggregators are calibrated so that epsilon after `rounds` rounds is
@@ -160,14 +112,14 @@ def build(name: str, **setting) -> CalibratedAggregator:
       target.
   """
   spec = get(name)
-  return spec.build(spec, AggregatorSetting(**setting))
+  return spec.build(spec, builders.AggregatorSetting(**setting))
 
 
-# Bits chosen from c (`bits=None` for DP-REC): the library's rule, which
-# the planner (`python -m tff_dprec.plan`) uses too.
-REC_MARGIN_NATS = plan_lib.REC_MARGIN_NATS
-MAX_AUTO_BITS = plan_lib.MAX_AUTO_BITS
-auto_bits = plan_lib.auto_bits
+def control_of(name: str) -> Optional[str]:
+  """The private method a `<method>_no_noise` control row shadows, or None."""
+  if name.endswith(NO_NOISE_SUFFIX):
+    return name[:-len(NO_NOISE_SUFFIX)]
+  return None
 
 
 def idealisation_warning(params) -> Optional[str]:
@@ -182,350 +134,6 @@ def idealisation_warning(params) -> Optional[str]:
           'docs/PRIVACY.md section 7); do not trust this epsilon.')
 
 
-def _rec_bits(spec, s, calibrated_c):
-  """(bits, calibrated c or None, bits margin met or None) of a REC plan."""
-  if s.bits is not None:
-    return s.bits, None, None
-  if not spec.private:
-    return PAPER_BITS, None, None
-  if s.clip_ratio is None:
-    return auto_bits(calibrated_c)
-  bits, _, margin_met = auto_bits(lambda _: s.clip_ratio)
-  return bits, None, margin_met
-
-
-def _rec_privacy(s, params, c, margin_met):
-  """DP-REC's params, accounting label, local epsilon and epsilon_after.
-
-  A clip ratio the user set (`s.clip_ratio`) must meet the target epsilon.
-  """
-  from tff_dprec import accounting  # pylint: disable=g-import-not-at-top
-  message = dict(bits=params['bits'], num_groups=params['num_groups'],
-                 accounting=s.accounting)
-  if s.clip_ratio is not None:
-    _check_within_budget('clip_ratio', c, accounting.dp_rec_epsilon(
-        clip_ratio=c, rounds=s.rounds, **message, **s.common), s)
-  params = dict(params, clip_ratio=c, l2_clip=c * s.noise_stddev,
-                accounting=accounting.canonical(s.accounting))
-  if margin_met is not None:
-    params['bits_from_c'] = True
-    if not margin_met:
-      # The cap: the coding may limit (more groups would not).
-      params['bits_margin_met'] = False
-  label = f'dp_rec_{accounting.canonical(s.accounting)}'
-  local_epsilon = accounting.dp_rec_local_epsilon(
-      clip_ratio=c, delta=s.delta, bits=params['bits'],
-      num_groups=params['num_groups'], accounting=_proven(s.accounting))
-
-  @functools.lru_cache(maxsize=None)  # The loop asks twice per round.
-  def epsilon_after(r, c=c):
-    if r == 0:
-      return 0.0
-    return accounting.dp_rec_epsilon(clip_ratio=c, rounds=r, **message,
-                                     **s.common)
-
-  return params, label, local_epsilon, epsilon_after
-
-
-def _build_rec(spec, s):
-  """DP-REC (`dp_rec`), compression-only REC (`rec`), or DP-REC simulated
-  in law (`dp_rec_in_law`, floats sent: `tff_dprec.in_law`).
-
-  `s.bits` None: DP-REC picks its bits from its clip ratio (`auto_bits`);
-  compression-only REC then uses 7 bits (the paper's).
-  """
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
-  from tff_dprec import accounting  # pylint: disable=g-import-not-at-top
-  from tff_dprec.aggregators import dp_rec  # pylint: disable=g-import-not-at-top
-  from tff_dprec.aggregators import dp_rec_in_law  # pylint: disable=g-import-not-at-top
-
-  def num_groups_at(bits):
-    return dp_rec.DPRecSumFactory(
-        noise_stddev=s.noise_stddev, l2_clip=1.0, bits=bits,
-        grouping=s.grouping).num_groups(s.value_type)
-
-  def calibrated_c(bits):
-    message = dict(bits=bits, num_groups=num_groups_at(bits),
-                   accounting=s.accounting)
-    return calibration_cache.calibrate(
-        'dp_rec_clip_ratio', accounting.calibrate_clip_ratio,
-        lambda c: accounting.dp_rec_epsilon(
-            clip_ratio=c, rounds=s.rounds, **message, **s.common),
-        s.target_epsilon, rounds=s.rounds, **message, **s.common)
-
-  bits, c, margin_met = _rec_bits(spec, s, calibrated_c)
-  probe = dp_rec.DPRecSumFactory(noise_stddev=s.noise_stddev, l2_clip=1.0,
-                                 bits=bits, grouping=s.grouping)
-  num_groups = probe.num_groups(s.value_type)
-  params = dict(noise_stddev=s.noise_stddev, bits=bits,
-                grouping=s.grouping, num_groups=num_groups,
-                total_bits=bits * num_groups)
-  clip, epsilon_after, label, local_epsilon = None, None, None, None
-  if spec.private:
-    if c is None:
-      c = s.clip_ratio if s.clip_ratio is not None else calibrated_c(bits)
-    clip = c * s.noise_stddev
-    params, label, local_epsilon, epsilon_after = _rec_privacy(
-        s, params, c, margin_met)
-  if spec.in_law:
-    params['simulation'] = IN_LAW
-    rec_sum = dp_rec_in_law.DPRecInLawSumFactory(
-        s.noise_stddev, clip, bits=bits, grouping=s.grouping,
-        insecure_test_seed=s.insecure_test_seed)
-  else:
-    rec_sum = dp_rec.DPRecSumFactory(
-        s.noise_stddev, clip, bits=bits, grouping=s.grouping,
-        record_messages=s.record_messages,
-        insecure_test_seed=s.insecure_test_seed)
-  return CalibratedAggregator(
-      spec.name, tff.aggregators.UnweightedMeanFactory(
-          value_sum_factory=rec_sum),
-      private=spec.private,
-      sampling=spec.sampling, params=params,
-      upload_bits_per_client=probe.message_bits(s.value_type),
-      download_bits_per_client=_full_model_bits(s.value_type),
-      epsilon_after=epsilon_after, rec_sum=rec_sum, accounting=label,
-      local_epsilon=local_epsilon)
-
-
-def _build_dp_fedavg(spec, s):
-  """DP-FedAvg with fixed clip and noise (McMahan et al. 2018).
-
-  The noise multiplier is calibrated to the target, or is
-  `s.noise_multiplier` when given (its epsilon must be within the target).
-  """
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
-  from tff_dprec import accounting  # pylint: disable=g-import-not-at-top
-  kind = _fedavg_accounting(s.accounting)
-  if s.noise_multiplier is None:
-    z = calibration_cache.calibrate(
-        'dp_fedavg_noise_multiplier', accounting.calibrate_dp_fedavg_noise,
-        lambda z: accounting.dp_fedavg_epsilon(
-            noise_multiplier=z, rounds=s.rounds, accounting=kind,
-            **s.common),
-        s.target_epsilon, rounds=s.rounds, accounting=kind, **s.common)
-  else:
-    z = s.noise_multiplier
-    _check_within_budget('noise_multiplier', z, accounting.dp_fedavg_epsilon(
-        noise_multiplier=z, rounds=s.rounds, accounting=kind, **s.common), s)
-  factory = tff.aggregators.DifferentiallyPrivateFactory.gaussian_fixed(
-      noise_multiplier=z, clients_per_round=s.clients_per_round,
-      clip=s.l2_clip)
-
-  @functools.lru_cache(maxsize=None)  # The loop asks twice per round.
-  def epsilon_after(r, z=z):
-    if r == 0:
-      return 0.0
-    return accounting.dp_fedavg_epsilon(noise_multiplier=z, rounds=r,
-                                        accounting=kind, **s.common)
-
-  full = _full_model_bits(s.value_type)
-  return CalibratedAggregator(
-      spec.name, factory, private=True,
-      sampling=spec.sampling,
-      params=dict(noise_multiplier=z, l2_clip=s.l2_clip),
-      upload_bits_per_client=full, download_bits_per_client=full,
-      epsilon_after=epsilon_after,
-      accounting=f'subsampled_gaussian_{kind}')
-
-
-def _build_ddgauss(spec, s):
-  """TFF's distributed discrete Gaussian at 16 or 12 bits."""
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
-  # TFF 0.87 does not export `DistributedDpSumFactory` (needed for the
-  # distributed discrete Gaussian) from `tff.aggregators`; it is imported
-  # from its module, here only.
-  from tensorflow_federated.python.aggregators import distributed_dp  # pylint: disable=g-import-not-at-top
-  from tff_dprec import accounting  # pylint: disable=g-import-not-at-top
-  ddg_bits = int(spec.name[len('ddgauss'):])
-  dim = _num_elements(s.value_type)
-  settings = dict(l2_clip=s.l2_clip, bits=ddg_bits, rounds=s.rounds,
-                  dimension=dim, **s.common)
-  z = calibration_cache.calibrate(
-      'ddgauss_noise_multiplier', accounting.calibrate_ddgauss_noise,
-      lambda z: accounting.ddgauss_epsilon(noise_multiplier=z, **settings),
-      s.target_epsilon, **settings)
-  params = accounting.ddgauss_params(
-      noise_multiplier=z, l2_clip=s.l2_clip, bits=ddg_bits,
-      clients_per_round=s.clients_per_round, dimension=dim)
-  factory = tff.aggregators.UnweightedMeanFactory(
-      value_sum_factory=distributed_dp.DistributedDpSumFactory(
-          noise_multiplier=z, expected_clients_per_round=s.clients_per_round,
-          bits=ddg_bits, l2_clip=s.l2_clip, mechanism='distributed_dgauss'))
-
-  @functools.lru_cache(maxsize=None)  # The loop asks twice per round.
-  def epsilon_after(r, z=z):
-    if r == 0:
-      return 0.0
-    return accounting.ddgauss_epsilon(
-        noise_multiplier=z, l2_clip=s.l2_clip, bits=ddg_bits, rounds=r,
-        dimension=dim, **s.common)
-
-  return CalibratedAggregator(
-      spec.name, factory, private=True,
-      sampling=spec.sampling,
-      params=dict(noise_multiplier=z, l2_clip=s.l2_clip, bits=ddg_bits,
-                  scale=params.scale, padded_dim=params.padded_dim),
-      upload_bits_per_client=ddg_bits * params.padded_dim,
-      download_bits_per_client=_full_model_bits(s.value_type),
-      needs_test_context=True, epsilon_after=epsilon_after,
-      accounting='ddgauss_rdp_zhu_wang')
-
-
-def _build_dp_fedavg_rdp(spec, s):
-  """DP-FedAvg calibrated and accounted with RDP whatever `s.accounting`:
-  the reference beside DDGauss, whose accountant is RDP (its distance to
-  DP-FedAvg splits into mechanism and accountant; docs/EXPERIMENTS.md)."""
-  return _build_dp_fedavg(spec, dataclasses.replace(
-      s, accounting=accountings.RDP))
-
-
-def _proven(name):
-  """DP-REC's local epsilon: the proven accounting ('paper' has none)."""
-  return accountings.PLD if name == accountings.PAPER else name
-
-
-def _fedavg_accounting(name):
-  """DP-FedAvg's accountant: PLD with 'pld', RDP with the others."""
-  return accountings.PLD if name == accountings.PLD else accountings.RDP
-
-
-class OverBudgetError(ValueError):
-  """A fixed (not calibrated) privacy parameter exceeds the budget."""
-
-
-def _check_within_budget(name, value, epsilon, s):
-  """A fixed (not calibrated) parameter must keep epsilon within target."""
-  if not epsilon <= s.target_epsilon:  # nan too.
-    raise OverBudgetError(
-        f'{name}={value} gives epsilon={epsilon:.6g} after {s.rounds} '
-        f'rounds, above target_epsilon={s.target_epsilon}; change one of '
-        'them.')
-
-
-def _build_fedavg(spec, s):
-  """Non-private FedAvg (unweighted mean)."""
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
-  full = _full_model_bits(s.value_type)
-  return CalibratedAggregator(
-      spec.name, tff.aggregators.UnweightedMeanFactory(), private=False,
-      sampling=spec.sampling, params={},
-      upload_bits_per_client=full, download_bits_per_client=full)
-
-
-NO_NOISE_SUFFIX = '_no_noise'
-# DP-REC's decoded updates drawn in law: a simulation, not a protocol.
-DP_REC_IN_LAW = 'dp_rec_in_law'
-IN_LAW = 'in_law'
-IN_LAW_NOTE = ('simulates DP-REC\'s decoded update in law: its clients send '
-               'floats, so it is not a deployable protocol; its traffic is '
-               'the real protocol\'s, analytic')
-# DP-FedAvg under RDP, the reference for DDGauss (`_build_dp_fedavg_rdp`).
-DP_FEDAVG_RDP = 'dp_fedavg_rdp'
-EXACT_SAMPLE_SUFFIX = '_exact_sample'
-
-
-def control_of(name: str) -> Optional[str]:
-  """The private method a `<method>_no_noise` control row shadows, or None."""
-  if name.endswith(NO_NOISE_SUFFIX):
-    return name[:-len(NO_NOISE_SUFFIX)]
-  return None
-
-
-def _build_no_noise(spec, s):
-  """A private method's control: its clip and sampling, no noise, no coding.
-
-  The same clip (DP-REC's c * sigma, or DP-FedAvg's and DDGauss's l2_clip,
-  calibrated as the method is), the same sampling scheme and the same
-  denominator (B); the clipped updates are averaged exactly (TFF's fixed
-  Gaussian factory at noise 0). Set beside the method, it separates the
-  cost of clipping from the cost of privacy. Not private.
-  """
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
-  base = get(control_of(spec.name))
-  base_plan = base.build(base, dataclasses.replace(
-      s, record_messages=False, insecure_test_seed=None))
-  clip = base_plan.params['l2_clip']
-  full = _full_model_bits(s.value_type)
-  return CalibratedAggregator(
-      spec.name, tff.aggregators.DifferentiallyPrivateFactory.gaussian_fixed(
-          noise_multiplier=0.0, clients_per_round=s.clients_per_round,
-          clip=clip),
-      private=False, sampling=spec.sampling,
-      params=dict(control_of=base.name, l2_clip=clip, noise_multiplier=0.0),
-      upload_bits_per_client=full, download_bits_per_client=full,
-      control_of=base.name)
-
-
-EXACT_SAMPLE = 'dp_rec_exact_sample'
-
-
-def exact_sample_parameters(clip_ratio: float, noise_stddev: float,
-                            clients_per_round: int) -> dict:
-  """DP-FedAvg's (noise_multiplier, l2_clip) equal in law to exact samples.
-
-  DP-REC's ideal channel sends, for each of the B drawn clients, one exact
-  sample of N(clip(update, c * sigma), sigma^2 I). The mean of B such
-  samples is the mean of the clipped updates plus N(0, sigma^2 / B I).
-  TFF's fixed Gaussian mean adds N(0, (z * clip)^2 I) to the sum of the
-  clipped updates and divides by B: with clip = c * sigma and
-  z = sqrt(B) / c, its noise on the mean is N(0, sigma^2 / B I), the same.
-
-  Raises:
-    ValueError: naming the argument, for a non-positive value.
-  """
-  for name, value in (('clip_ratio', clip_ratio),
-                      ('noise_stddev', noise_stddev),
-                      ('clients_per_round', clients_per_round)):
-    if isinstance(value, bool) or not value > 0 or not math.isfinite(value):
-      raise ValueError(f'{name} must be positive and finite, found '
-                       f'{value!r}.')
-  return dict(noise_multiplier=math.sqrt(clients_per_round) / clip_ratio,
-              l2_clip=clip_ratio * noise_stddev)
-
-
-def _build_exact_sample(spec, s):
-  """DP-REC's exact-sample control (the paper's "no compression", Fig. 5).
-
-  DP-REC's clip ratio c (calibrated or fixed, as DP-REC's own run would
-  have it) and its sigma; each drawn client's update, clipped to c * sigma,
-  with exact Gaussian noise of standard deviation sigma instead of a REC
-  message: TFF's fixed Gaussian mean at `exact_sample_parameters`, equal
-  in distribution (the noise is added once to the sum), with DP-REC's
-  sampling (B draws with replacement). It isolates what REC's coding costs
-  under noise. Its privacy is not DP-REC's and is not accounted: a
-  control, not a private method.
-  """
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
-  base = get(spec.name[:-len(EXACT_SAMPLE_SUFFIX)])
-  base_plan = base.build(base, dataclasses.replace(
-      s, record_messages=False, insecure_test_seed=None))
-  c = base_plan.params['clip_ratio']
-  exact = exact_sample_parameters(c, s.noise_stddev, s.clients_per_round)
-  full = _full_model_bits(s.value_type)
-  return CalibratedAggregator(
-      spec.name, tff.aggregators.DifferentiallyPrivateFactory.gaussian_fixed(
-          noise_multiplier=exact['noise_multiplier'],
-          clients_per_round=s.clients_per_round, clip=exact['l2_clip']),
-      private=False, sampling=spec.sampling,
-      params=dict(control_of=base.name, clip_ratio=c,
-                  noise_stddev=s.noise_stddev, **exact),
-      upload_bits_per_client=full, download_bits_per_client=full,
-      control_of=base.name)
-
-
-def _num_elements(value_type) -> int:
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
-  specs = tff.types.type_to_tf_tensor_specs(value_type)
-  return int(sum(
-      math.prod(s.shape.as_list()) for s in tf.nest.flatten(specs)))
-
-
-def _full_model_bits(value_type) -> int:
-  return FLOAT_BITS * _num_elements(value_type)
-
-
 # Order: the default comparison first. DP-REC samples with replacement
 # (Algorithm 7). DP-FedAvg samples each client independently with
 # probability B/N, as its accountant (Poisson-subsampled Gaussian, fixed
@@ -536,25 +144,25 @@ def _full_model_bits(value_type) -> int:
 for _spec in (
     AggregatorSpec('dp_rec', private=True, supports_history=True,
                    needs_test_context=False, sampling=WITH_REPLACEMENT,
-                   build=_build_rec, relative_cost=5.0),
+                   build=builders.build_rec, relative_cost=5.0),
     AggregatorSpec('rec', private=False, supports_history=True,
                    needs_test_context=False, sampling=WITH_REPLACEMENT,
-                   build=_build_rec, relative_cost=5.0),
+                   build=builders.build_rec, relative_cost=5.0),
     AggregatorSpec('dp_fedavg', private=True, supports_history=False,
                    needs_test_context=False, sampling=POISSON,
-                   build=_build_dp_fedavg, relative_cost=1.25),
+                   build=builders.build_dp_fedavg, relative_cost=1.25),
     AggregatorSpec(DP_FEDAVG_RDP, private=True, supports_history=False,
                    needs_test_context=False, sampling=POISSON,
-                   build=_build_dp_fedavg_rdp, relative_cost=1.25),
+                   build=builders.build_dp_fedavg_rdp, relative_cost=1.25),
     AggregatorSpec('ddgauss16', private=True, supports_history=False,
                    needs_test_context=True, sampling=FIXED_SIZE,
-                   build=_build_ddgauss, relative_cost=3.5),
+                   build=builders.build_ddgauss, relative_cost=3.5),
     AggregatorSpec('ddgauss12', private=True, supports_history=False,
                    needs_test_context=True, sampling=FIXED_SIZE,
-                   build=_build_ddgauss, relative_cost=3.5),
+                   build=builders.build_ddgauss, relative_cost=3.5),
     AggregatorSpec('fedavg', private=False, supports_history=False,
                    needs_test_context=False, sampling=FIXED_SIZE,
-                   build=_build_fedavg),
+                   build=builders.build_fedavg),
 ):
   register(_spec)
 
@@ -562,12 +170,13 @@ for _base in ('dp_rec', 'dp_fedavg', DP_FEDAVG_RDP, 'ddgauss16', 'ddgauss12'):
   register(AggregatorSpec(
       _base + NO_NOISE_SUFFIX, private=False, supports_history=False,
       needs_test_context=False, sampling=get(_base).sampling,
-      build=_build_no_noise))
+      build=builders.build_no_noise, base=get(_base)))
 register(AggregatorSpec(
     EXACT_SAMPLE, private=False, supports_history=False,
     needs_test_context=False, sampling=get('dp_rec').sampling,
-    build=_build_exact_sample, relative_cost=1.25))
+    build=builders.build_exact_sample, relative_cost=1.25,
+    base=get('dp_rec')))
 register(AggregatorSpec(
     DP_REC_IN_LAW, private=True, supports_history=True,
     needs_test_context=False, sampling=get('dp_rec').sampling,
-    build=_build_rec, relative_cost=1.5, simulates='dp_rec'))
+    build=builders.build_rec, relative_cost=1.5, simulates='dp_rec'))

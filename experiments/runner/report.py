@@ -1,20 +1,21 @@
-"""Summary files, a Markdown table like the paper's Table 1, and plots.
+"""Summary files and a Markdown table like the paper's Table 1.
 
 Every aggregator may have been run with several seeds. `records` holds one
 dict per (aggregator, seed) run; `curves` maps each aggregator to one list of
 evaluation points per seed (see `write_curves`). Tables report the mean over
-seeds with its standard error; plots draw the mean with a +-1 standard error
-band, in the style of the DP-REC paper's Figure 1.
+seeds with its standard error (`stats.mean_se`); `report_plots` draws the
+figures.
 """
 
 import csv
 import math
 import os
 import statistics
-from typing import Callable, Optional, Sequence
+from typing import Optional, Sequence
 
 from experiments.infra import atomic_files
 from experiments.runner import registry
+from experiments.runner import stats
 
 GIGABYTE_BITS = 8e9
 
@@ -29,17 +30,6 @@ SUMMARY_COLUMNS = (
     'upload_gb', 'download_gb', 'total_gb', 'seconds_per_round')
 CURVE_COLUMNS = ('aggregator', 'seed', 'round', 'metric', 'epsilon',
                  'upload_bits', 'download_bits')
-
-_FIGSIZE = (5.5, 4)
-_DPI = 120
-# Each aggregator keeps its colour and marker in all plots, so that lines stay
-# apart in greyscale; at most this many markers per line.
-_MARKERS = ('o', 's', '^', 'D', 'v', 'P', 'X', '*')
-_MAX_MARKERS = 30
-# Private aggregators calibrated to one target epsilon draw the same epsilon
-# curve: line styles let the lower ones show through.
-_LINESTYLES = ('-', '--', '-.', ':')
-
 
 def write_summary(output_dir: str, records: Sequence[dict]) -> str:
   return atomic_files.write_json(
@@ -66,7 +56,7 @@ def summarize(records: Sequence[dict]) -> list[dict]:
   """
   rows = []
   for name, runs in group_by_aggregator(records).items():
-    mean, se = mean_se([r['final_metric'] for r in runs])
+    mean, se = stats.mean_se([r['final_metric'] for r in runs])
     upload = statistics.fmean(r['upload_bits_total'] for r in runs)
     download = statistics.fmean(r['download_bits_total'] for r in runs)
     rows.append(dict(
@@ -278,92 +268,6 @@ def write_curves(output_dir: str, curves: dict,
   return path
 
 
-def write_plots(output_dir: str, records: Sequence[dict], curves: dict,
-                context: Optional[dict] = None) -> list[str]:
-  """Writes metric vs round, metric vs communication, epsilon vs round.
-
-  One line per aggregator: the mean over seeds with a shaded +-1 standard
-  error band. A seed that stopped early would make the mean jump where it
-  drops out, so each line covers only the rounds all its seeds evaluated.
-  Baselines from `context` are dashed horizontal lines on the metric plots;
-  the epsilon plot shows the aggregators with an epsilon after round 0.
-
-  Args:
-    output_dir: An existing directory.
-    records: One dict per (aggregator, seed) run (task, metric label and
-      aggregator order come from them).
-    curves: See `write_curves`.
-    context: Optional baselines, see `markdown_table`.
-
-  Returns:
-    The paths of metric_vs_round.png, metric_vs_communication.png and
-    epsilon_vs_round.png; empty without records.
-  """
-  import matplotlib  # pylint: disable=g-import-not-at-top
-  matplotlib.use('Agg')
-  from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
-  if not records:
-    return []
-  task = records[0]['task']
-  label = records[0].get('metric_label', 'metric')
-  names = list(dict.fromkeys([r['aggregator'] for r in records] +
-                             list(curves)))
-  seed_curves = {n: [c for c in curves.get(n, []) if c] for n in names}
-  references = list(baselines(context or {}))
-  private = [n for n in names if any(
-      p.get('epsilon') is not None and p['round'] > 0
-      for c in seed_curves[n] for p in c)]
-  paths = []
-  for filename, title, xlabel, ylabel, x_fn, y_fn, shown in _panels(
-      task, label, names, private):
-    fig, ax = plt.subplots(figsize=_FIGSIZE)
-    is_epsilon = y_fn is _epsilon
-    for name in shown:
-      _draw_line(ax, name, seed_curves[name], x_fn, y_fn, names.index(name),
-                 shown.index(name) if is_epsilon else 0)
-    _finish_panel(ax, [] if is_epsilon else references, x_fn, xlabel, ylabel,
-                  title, 'no private aggregator evaluated' if is_epsilon
-                  else 'no evaluation points')
-    fig.tight_layout()
-    path = os.path.join(output_dir, filename)
-    with atomic_files.replacing_path(path, suffix='.png') as tmp:
-      fig.savefig(tmp, dpi=_DPI)
-    plt.close(fig)
-    paths.append(path)
-  return paths
-
-
-def _panels(task, label, names, private):
-  """(file, title, x label, y label, x_fn, y_fn, aggregators) per figure."""
-  return [
-      ('metric_vs_round.png', f'{task}: {label} vs round', 'round',
-       f'{label} (%)', None, _metric, names),
-      ('metric_vs_communication.png', f'{task}: {label} vs communication',
-       'total communication, upload + download (GB, log scale)',
-       f'{label} (%)', _communication_gb, _metric, names),
-      ('epsilon_vs_round.png', f'{task}: epsilon vs round', 'round',
-       'epsilon spent', None, _epsilon, private),
-  ]
-
-
-def _finish_panel(ax, references, x_fn, xlabel, ylabel, title, empty_text):
-  """Reference lines, axes, title and legend (or `empty_text`) of a panel."""
-  for (base, value), color in zip(references, ('black', '0.5')):
-    ax.axhline(100 * value, linestyle='--', linewidth=1, color=color,
-               label=base)
-  if x_fn is _communication_gb:
-    ax.set_xscale('log')
-  ax.set_xlabel(xlabel)
-  ax.set_ylabel(ylabel)
-  ax.set_title(title, fontsize=10)
-  ax.grid(True, alpha=0.3, which='both' if x_fn else 'major')
-  if ax.get_legend_handles_labels()[0]:
-    ax.legend(fontsize=8)
-  else:
-    ax.text(0.5, 0.5, empty_text, ha='center', va='center',
-            transform=ax.transAxes)
-
-
 def group_by_aggregator(records: Sequence[dict]) -> dict:
   """Aggregator -> its records, in first-appearance order."""
   grouped = {}
@@ -422,19 +326,6 @@ def _ratio_words(ratio: float) -> str:
   return f'{1.0 / ratio:.3g}x more'
 
 
-def mean_se(values: Sequence[float]) -> tuple:
-  """(mean, standard error of the mean), SE None for a single value.
-
-  A non-finite value (a diverged run) makes the mean NaN and the SE None.
-  """
-  if not all(math.isfinite(v) for v in values):
-    return math.nan, None
-  mean = statistics.fmean(values)
-  if len(values) < 2:
-    return mean, None
-  return mean, statistics.stdev(values) / math.sqrt(len(values))
-
-
 def _max_or_none(values) -> Optional[float]:
   values = [v for v in values if v is not None]
   return max(values) if values else None
@@ -465,6 +356,26 @@ def baselines(context: dict):
 
 
 NO_NOISE_SUFFIX = '_no_noise'  # registry.NO_NOISE_SUFFIX
+
+
+def parameter_text(params: dict, detail: bool = False) -> str:
+  """A run's privacy parameter: 'c 1.703, 5 bits', 'z 0.463', 'clip 0.2' (a
+  control), or '' (non-private). `detail` adds sigma and the clip
+  ('c 1.703, sigma 0.006, clip 0.0102'; 'z 0.463, clip 0.2') instead of
+  the bits."""
+  if params.get('control_of'):
+    return f"clip {params['l2_clip']:.4g}"
+  if params.get('clip_ratio') is not None:
+    if detail:
+      return (f"c {params['clip_ratio']:.3f}, sigma "
+              f"{params['noise_stddev']:.4g}, clip {params['l2_clip']:.3g}")
+    return f"c {params['clip_ratio']:.3f}, {params['bits']} bits"
+  if params.get('noise_multiplier') is not None:
+    if detail:
+      return (f"z {params['noise_multiplier']:.3f}, clip "
+              f"{params['l2_clip']:.3g}")
+    return f"z {params['noise_multiplier']:.3f}"
+  return ''
 
 
 def display_name(aggregator: str) -> str:
@@ -508,87 +419,3 @@ def _difference_lines(rows: Sequence[dict], context: dict) -> list[str]:
     if parts:
       lines.append(f"- {row['aggregator']}: " + '; '.join(parts))
   return lines
-
-
-def _series(seed_curves: Sequence[list], y_fn: Callable,
-            x_fn: Optional[Callable] = None) -> list[tuple]:
-  """(x, mean y, SE of y) over seeds, per round that all seeds evaluated.
-
-  Rounds where any seed's y (or x) is None are left out. x is the round, or
-  the mean over seeds of x_fn(point).
-  """
-  if not seed_curves:
-    return []
-  by_round = [{p['round']: p for p in points} for points in seed_curves]
-  shared = sorted(set.intersection(*(set(b) for b in by_round)))
-  series = []
-  for round_num in shared:
-    points = [b[round_num] for b in by_round]
-    ys = [y_fn(p) for p in points]
-    xs = [round_num] * len(points) if x_fn is None else [
-        x_fn(p) for p in points]
-    if None in ys or None in xs:
-      continue
-    mean, se = mean_se(ys)
-    series.append((statistics.fmean(xs), mean, se or 0.0))
-  return series
-
-
-def _draw_line(ax, name: str, seed_curves: Sequence[list],
-               x_fn: Optional[Callable], y_fn: Callable, style: int,
-               dash: int) -> None:
-  """Draws one aggregator's mean over seeds and its +-1 SE band, if any."""
-  series = _series(seed_curves, y_fn, x_fn)
-  if not series:
-    return
-  x, y, se = (list(v) for v in zip(*series))
-  n = len(seed_curves)
-  # Lines after the first in a stack of equal ones get hollow, larger markers
-  # around the filled ones below.
-  ax.plot(x, y, color=f'C{style % 10}', marker=_MARKERS[style % len(_MARKERS)],
-          markersize=3 + 2 * dash, markerfacecolor='none' if dash else None,
-          markevery=max(1, len(x) // _MAX_MARKERS),
-          linestyle=_LINESTYLES[dash % len(_LINESTYLES)], linewidth=1.4,
-          label=f"{display_name(name)} ({n} seed{'' if n == 1 else 's'})")
-  if n > 1:
-    ax.fill_between(x, [m - s for m, s in zip(y, se)],
-                    [m + s for m, s in zip(y, se)], color=f'C{style % 10}',
-                    alpha=0.2, linewidth=0)
-
-
-def _metric(point: dict) -> Optional[float]:
-  return None if point.get('metric') is None else 100 * point['metric']
-
-
-def _communication_gb(point: dict) -> Optional[float]:
-  total = (point['upload_bits'] + point['download_bits']) / GIGABYTE_BITS
-  return total if total > 0 else None  # Round 0 cannot go on a log axis.
-
-
-def _epsilon(point: dict) -> Optional[float]:
-  return point.get('epsilon')
-
-
-def progress_bar(run_, progress):
-  """A run's tqdm bar (None with `progress=False`)."""
-  if not run_.config.progress:
-    return None
-  from tqdm import auto as tqdm  # pylint: disable=g-import-not-at-top
-  return tqdm.tqdm(desc=f'{run_.task.name}/{run_.name}', leave=True,
-                   initial=progress.completed, total=run_.config.rounds)
-
-
-def update_bar(bar, run_, progress, row):
-  """Advances a run's bar by a round, with its loss, metric and epsilon."""
-  if bar is None:
-    return
-  postfix = {}
-  if not math.isnan(row['train_loss']):
-    postfix['loss'] = f"{row['train_loss']:.4f}"
-  if progress.last_metric is not None:
-    postfix[run_.task.metric_label] = f'{progress.last_metric:.4f}'
-  if progress.epsilon is not None:
-    postfix['eps'] = f'{progress.epsilon:.3f}'
-  postfix['up_bits'] = row['upload_bits']
-  bar.set_postfix(postfix)
-  bar.update(1)

@@ -10,7 +10,7 @@ whole or not at all). On resume:
 
 * the same configuration: nothing to do;
 * the same but for parameters that agree to a relative
-  `calibration_cache.LAST_BITS_RTOL`: the run is re-planned with its own
+  `calibration_cache.LAST_BITS_RTOL`: the run is re-calibrated with its own
   values pinned (`calibration_cache.pinned`; each is checked against the
   target by this machine's accountant, so the privacy spent is this
   machine's honest account of the run's own parameters, and no check is
@@ -110,12 +110,12 @@ def params_to_pin(run_dir: str, config: dict) -> Optional[dict]:
   return old
 
 
-def fingerprint_config(task, config, plan, server_lr, use_history) -> dict:
+def fingerprint_config(task, config, aggregator, server_lr, use_history) -> dict:
   """What a checkpoint must match."""
   return dict(
       task=task.name, data_source=task.data_source,
-      population=task.population, aggregator=plan.name,
-      params=jsonable(plan.params), rounds=config.rounds,
+      population=task.population, aggregator=aggregator.name,
+      params=jsonable(aggregator.params), rounds=config.rounds,
       clients_per_round=config.clients_per_round,
       target_epsilon=config.target_epsilon, delta=config.delta,
       seed=config.seed, eval_every=config.eval_every,
@@ -132,7 +132,7 @@ def fingerprint_config(task, config, plan, server_lr, use_history) -> dict:
       # Poisson sampling came after the first checkpoints: only it is named,
       # so that the others' fingerprints (and their resumes) are unchanged,
       # and a DP-FedAvg run of the fixed-size sampler is refused.
-      **({'sampling': plan.sampling} if plan.sampling == registry.POISSON
+      **({'sampling': aggregator.sampling} if aggregator.sampling == registry.POISSON
          else {}),
       # Named only when set (the default's fingerprints are unchanged): the
       # embedded data's generator settings are the data.

@@ -39,8 +39,8 @@ from experiments.infra import worker_reaper
 from experiments.runner import cli as cli_lib
 from experiments.runner import config as config_lib
 from experiments.runner import registry
-from experiments.runner import report
-from experiments.studies import epsilon_sweep
+from experiments.runner import stats
+from experiments.studies import tuning
 from experiments.studies import frontier_points
 
 ROWS = ('bits from c', 'more bits, same c', 'more bits, same epsilon')
@@ -72,7 +72,7 @@ def frontier_sigma(task, base, clients, frontier_dir, print_fn=print):
     setting, _ = frontier_points.tune_with_extensions(
         task, frontier_base, 'dp_rec', clients, grid, 1, 2, print_fn,
         report_only=True)
-  except frontier_points.tune_lib.NotTrainedYet as e:
+  except frontier_points.tuning.NotTrainedYet as e:
     raise ValueError(f'the frontier has not tuned dp_rec at B = {clients} '
                      f'in {frontier_dir}: {e}') from None
   return setting['noise_stddev']
@@ -80,11 +80,11 @@ def frontier_sigma(task, base, clients, frontier_dir, print_fn=print):
 
 def rows(task, base, clients, sigma, more_bits, frontier_dir) -> list[Row]:
   """The three rows' configurations (c of `bits from c` calibrated here)."""
-  from experiments.runner import training  # pylint: disable=g-import-not-at-top
+  from experiments.runner import run_setup  # pylint: disable=g-import-not-at-top
   common = dict(base.asdict(), aggregators=(registry.DP_REC_IN_LAW,),
                 clients_per_round=clients, noise_stddev=sigma)
   auto = config_lib.RunConfig(**common)
-  params = training.calibrated_aggregator(
+  params = run_setup.calibrated_aggregator(
       task, auto.resolved(task), registry.DP_REC_IN_LAW, False).params
   c = params['clip_ratio']
   same_c = dict(common, bits=more_bits, clip_ratio=c)
@@ -93,7 +93,7 @@ def rows(task, base, clients, sigma, more_bits, frontier_dir) -> list[Row]:
   same_c['target_epsilon'] = math.ceil(epsilon * 1e4) / 1e4
   configs = (auto, config_lib.RunConfig(**same_c),
              config_lib.RunConfig(**dict(common, bits=more_bits)))
-  setting = epsilon_sweep.setting_name(dict(noise_stddev=sigma))
+  setting = tuning.setting_name(dict(noise_stddev=sigma))
   folders = (os.path.join(frontier_dir, f'B{clients}', registry.DP_REC_IN_LAW,
                           setting.replace(' ', '_')),
              os.path.join(base.output_dir, f'B{clients}',
@@ -119,7 +119,7 @@ def summarize(trained) -> list[dict]:
   for row, records in trained:
     line = dict(row=row.name, seeds=len(records))
     if records:
-      mean, se = report.mean_se([r['final_metric'] for r in records])
+      mean, se = stats.mean_se([r['final_metric'] for r in records])
       params = records[0]['params']
       line.update(bits=params['bits'], clip_ratio=params['clip_ratio'],
                   noise_stddev=params['noise_stddev'],
@@ -180,6 +180,7 @@ def run_study(base, clients, sigma, more_bits, frontier_dir,
   """Trains (or, `report_only`, reads) every row; returns (lines, label)."""
   from experiments.data import tasks as tasks_lib  # pylint: disable=g-import-not-at-top
   from experiments.runner import training  # pylint: disable=g-import-not-at-top
+  from experiments.runner import finished  # pylint: disable=g-import-not-at-top
   task = tasks_lib.create_task(base.task, base.data_dir,
                                embedded_config=base.embedded_config,
                                population=base.population)
@@ -188,22 +189,16 @@ def run_study(base, clients, sigma, more_bits, frontier_dir,
   trained, label = [], 'metric'
   for row in rows(task, base, clients, sigma, more_bits, frontier_dir):
     if report_only:
-      records = training.finished_records(row.config)
+      records = finished.finished_records(row.config)
     else:
       print_fn(f'[bits] {row.name}: bits {row.config.bits or "from c"}, '
                f'sigma {sigma}')
-      records = training.run(row.config, print_fn=_warnings_only(print_fn))
+      records = training.run(row.config, print_fn=tuning.warnings_only(print_fn))
     if records:
       label = records[0]['metric_label']
     trained.append((row, records))
   return summarize(trained), label
 
-
-def _warnings_only(print_fn):
-  def say(line='', *_):
-    if 'WARNING' in str(line):
-      print_fn(line)
-  return say
 
 
 def main(argv):

@@ -12,6 +12,7 @@ from experiments.studies import paper
 from experiments.studies import paper_models
 from tff_dprec import accounting
 from tff_dprec import history
+from tff_dprec import sizes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -154,7 +155,7 @@ def fixed_traffic(*, rounds: int, clients_per_round: int, upload_bits: int,
 
 def dp_fedavg_traffic(*, rounds, clients_per_round, num_params) -> Traffic:
   """DP-FedAvg (and FedAvg): the model down, a float update up."""
-  model = paper.FLOAT_BITS * num_params
+  model = sizes.FLOAT_BITS * num_params
   return fixed_traffic(rounds=rounds, clients_per_round=clients_per_round,
                        upload_bits=model, download_bits=model)
 
@@ -164,7 +165,7 @@ def ddgauss_traffic(*, rounds, clients_per_round, num_params, bits,
   """DDGauss: the model down, `bits` per coordinate of `upload_dim` up."""
   return fixed_traffic(rounds=rounds, clients_per_round=clients_per_round,
                        upload_bits=bits * upload_dim,
-                       download_bits=paper.FLOAT_BITS * num_params)
+                       download_bits=sizes.FLOAT_BITS * num_params)
 
 
 def ddgauss_padded_dim(dimension: int, rotation_type: str) -> int:
@@ -226,37 +227,53 @@ def _baseline_comm_cells(task) -> list:
 
 def _fedavg_why(task, ours):
   """Why DP-FedAvg's communication may differ, from the models we built."""
-  if task == 'mnist':
-    lenet, _ = paper_models.keras_params(
-        paper_models.PaperModel('LeNet-5', paper_models.lenet5, ''))
-    fed = federation(task, paper.DP_FEDAVG)
-    other = dp_fedavg_traffic(rounds=fed['rounds'],
-                              clients_per_round=fed['clients_per_round'],
-                              num_params=lenet).gib
-    return (f'The appendix names LeNet-5 ({lenet:,} parameters: '
-            f'{other:.3g} GiB); 43 needs the {paper_models.MODELS[task].name}.')
-  if task == 'shakespeare':
-    keras_model = paper_models.shakespeare_lstm()
-    extra = sum(4 * layer.units for layer in keras_model.layers
-                if isinstance(layer, tf.keras.layers.LSTM))
-    d = paper_models.model_stats(task).num_params
-    fed = federation(task, paper.DP_FEDAVG)
-    torch = dp_fedavg_traffic(rounds=fed['rounds'],
-                              clients_per_round=fed['clients_per_round'],
-                              num_params=d + extra).gib
-    return (f"Keras's LSTM has one bias per gate; PyTorch's nn.LSTM (the "
-            f"paper's framework) has two, {extra:,} more parameters: "
-            f'{d + extra:,} give {torch:.2f} GiB.')
-  if task == 'stackoverflow_lr':
-    rounds = paper.paper_int(task, 'rounds')
-    theirs = paper.paper_value(task, 'total_comm', paper.DP_FEDAVG)
-    return (f'{ours / theirs - 1:+.2%}:'
-            ' not explained by the model (10,000 x 500 + 500) or by GB vs '
-            f'GiB; T + 1 = {rounds + 1} rounds would give '
-            f'{ours * (rounds + 1) / rounds:.1f}.')
-  if task == 'femnist':
-    return 'See "FEMNIST\'s 259 GiB" for the model.'
-  return ''
+  why = _FEDAVG_WHY.get(task)
+  return why(task, ours) if why else ''
+
+
+def _mnist_why(task, ours):
+  del ours
+  lenet, _ = paper_models.keras_params(
+      paper_models.PaperModel('LeNet-5', paper_models.lenet5, ''))
+  fed = federation(task, paper.DP_FEDAVG)
+  other = dp_fedavg_traffic(rounds=fed['rounds'],
+                            clients_per_round=fed['clients_per_round'],
+                            num_params=lenet).gib
+  return (f'The appendix names LeNet-5 ({lenet:,} parameters: '
+          f'{other:.3g} GiB); 43 needs the {paper_models.MODELS[task].name}.')
+
+
+def _shakespeare_why(task, ours):
+  del ours
+  keras_model = paper_models.shakespeare_lstm()
+  extra = sum(4 * layer.units for layer in keras_model.layers
+              if isinstance(layer, tf.keras.layers.LSTM))
+  d = paper_models.model_stats(task).num_params
+  fed = federation(task, paper.DP_FEDAVG)
+  torch = dp_fedavg_traffic(rounds=fed['rounds'],
+                            clients_per_round=fed['clients_per_round'],
+                            num_params=d + extra).gib
+  return (f"Keras's LSTM has one bias per gate; PyTorch's nn.LSTM (the "
+          f"paper's framework) has two, {extra:,} more parameters: "
+          f'{d + extra:,} give {torch:.2f} GiB.')
+
+
+def _stackoverflow_why(task, ours):
+  rounds = paper.paper_int(task, 'rounds')
+  theirs = paper.paper_value(task, 'total_comm', paper.DP_FEDAVG)
+  return (f'{ours / theirs - 1:+.2%}:'
+          ' not explained by the model (10,000 x 500 + 500) or by GB vs '
+          f'GiB; T + 1 = {rounds + 1} rounds would give '
+          f'{ours * (rounds + 1) / rounds:.1f}.')
+
+
+# Per paper task: what explains its DP-FedAvg communication figure.
+_FEDAVG_WHY = {
+    'mnist': _mnist_why,
+    'shakespeare': _shakespeare_why,
+    'stackoverflow_lr': _stackoverflow_why,
+    'femnist': lambda task, ours: 'See "FEMNIST\'s 259 GiB" for the model.',
+}
 
 
 @dataclasses.dataclass

@@ -9,7 +9,7 @@ For every target epsilon and private aggregator:
     (`--grids`, `experiments.tune`'s syntax per aggregator) trains
     `--tune_seeds` seeds at that epsilon and is scored on the validation split
     (never the test split), in `<output_dir>/eps<epsilon>/tune/`, with seeds
-    `TUNE_SEED_OFFSET` onwards, so that no tuning run is also one of the
+    `tuning.TUNE_SEED_OFFSET` onwards, so that no tuning run is also one of the
     point's runs (the winner's luck on validation would carry into a test
     seed). The best mean wins (ties: the first in grid order; a diverged run,
     a non-finite mean, never wins). With no grid for an aggregator its task
@@ -42,7 +42,7 @@ import csv
 import math
 import os
 import time
-from typing import Optional
+
 
 from absl import app
 from absl import flags
@@ -56,7 +56,8 @@ from experiments.runner import cli as cli_lib
 from experiments.runner import config as config_lib
 from experiments.runner import registry
 from experiments.runner import report
-from experiments.studies import tune as tune_lib
+from experiments.runner import stats
+from experiments.studies import tuning
 from tff_dprec import rec
 
 # Grids of the main job's setting (docs/EXPERIMENTS.md, "Tuning"): DP-FedAvg's
@@ -66,7 +67,6 @@ from tff_dprec import rec
 DEFAULT_GRIDS = ('dp_fedavg: l2_clip=0.2,0.5,1 server_lr=3,10; '
                  'dp_rec: noise_stddev=0.003,0.006,0.012')
 # Tuning runs use seeds from here on; the points use 0, 1, ...
-TUNE_SEED_OFFSET = 1000
 # Fields a grid may not vary: they define the point, not its free parameters.
 _FIXED_FIELDS = ('target_epsilon', 'accounting', 'rounds',
                  'clients_per_round')
@@ -114,50 +114,23 @@ def parse_grids(text: str, aggregators) -> dict:
     name, sep, grid = part.partition(':')
     name = name.strip()
     if not sep:
-      raise tune_lib.GridError(
+      raise tuning.GridError(
           f'--grids: {part.strip()!r} is not "aggregator: grid".')
     if name not in registry.private_names():
-      raise tune_lib.GridError(
+      raise tuning.GridError(
           f'--grids: {name!r} is not a private aggregator; choose from '
           f'{registry.private_names()}.')
     if name in grids:
-      raise tune_lib.GridError(f'--grids: {name!r} has two grids.')
-    grids[name] = tune_lib.parse_grid(grid)
+      raise tuning.GridError(f'--grids: {name!r} has two grids.')
+    grids[name] = tuning.parse_grid(grid)
     for setting in grids[name]:
       for field in _FIXED_FIELDS:
         if field in setting:
-          raise tune_lib.GridError(
+          raise tuning.GridError(
               f'--grids: {name}: {field!r} cannot vary in an epsilon sweep '
               '(every point has the same target, accounting, rounds and '
               'clients per round).')
   return {name: grid for name, grid in grids.items() if name in aggregators}
-
-
-def choose(results: dict, settings) -> Optional[dict]:
-  """The best-scoring setting of `settings` in tune `results` (first on ties).
-
-  Settings whose calibrated clip ratio is outside the idealisation, and
-  settings with a non-finite mean (a diverged run), are not eligible.
-  Returns `{}` (the defaults) for an empty grid; None when no setting is
-  eligible.
-  """
-  if not settings:
-    return {}
-  best, best_mean = None, -math.inf
-  for setting in settings:
-    result = results[tune_lib.key(setting)]
-    if (_outside_idealisation(result.get('params', {})) or
-        not math.isfinite(result['mean'])):
-      continue
-    if result['mean'] > best_mean:
-      best, best_mean = setting, result['mean']
-  return best
-
-
-def _outside_idealisation(params) -> bool:
-  """Whether params carry a clip ratio that is not below the limit (or NaN)."""
-  c = params.get('clip_ratio')
-  return c is not None and not c < rec.IDEALISED_CLIP_RATIO_LIMIT
 
 
 def summarize(points) -> list[dict]:
@@ -178,32 +151,16 @@ def summarize(points) -> list[dict]:
                        mean=None, se=None, note=note))
       continue
     for name, runs in report.group_by_aggregator(records).items():
-      mean, se = report.mean_se([r['final_metric'] for r in runs])
+      mean, se = stats.mean_se([r['final_metric'] for r in runs])
       epsilons = [r['epsilon'] for r in runs if r.get('epsilon') is not None]
       rows.append(dict(aggregator=name, target_epsilon=target,
                        epsilon=max(epsilons) if epsilons else None,
-                       setting=setting_name(setting),
-                       parameter=_parameter(runs[0].get('params', {})),
+                       setting=tuning.setting_name(setting),
+                       parameter=report.parameter_text(runs[0].get('params', {})),
                        seeds=len(runs), mean=mean, se=se,
                        note='; '.join(n for n in (
                            note, report.lost_rounds_note(runs)) if n)))
   return rows
-
-
-def setting_name(setting: dict) -> str:
-  """'l2_clip=0.2 server_lr=10.0', or 'task defaults' for no setting."""
-  return tune_lib.key(setting) or 'task defaults'
-
-
-def _parameter(params) -> str:
-  """'c 1.703, 5 bits', 'z 0.463', or '' (a control, or non-private)."""
-  if params.get('control_of'):
-    return f"clip {params['l2_clip']:.4g}"
-  if params.get('clip_ratio') is not None:
-    return f"c {params['clip_ratio']:.3f}, {params['bits']} bits"
-  if params.get('noise_multiplier') is not None:
-    return f"z {params['noise_multiplier']:.3f}"
-  return ''
 
 
 def write(output_dir: str, rows, context: dict, label: str) -> list[str]:
@@ -336,7 +293,7 @@ def check_grid_values(base, grids) -> None:
         config_lib.RunConfig(**{**base.asdict(), **setting,
                                 'aggregators': (name,)})
       except (TypeError, ValueError) as e:
-        raise ValueError(f'--grids: {name}: {tune_lib.key(setting)}: {e}'
+        raise ValueError(f'--grids: {name}: {tuning.key(setting)}: {e}'
                          ) from None
 
 
@@ -383,8 +340,8 @@ def run_sweep(base, epsilons, grids, *, tune_seeds: int, controls: bool,
       config = config_lib.RunConfig(**{
           **default.asdict(), **setting, 'aggregators': names,
           'output_dir': os.path.join(
-              eps_dir, name, setting_name(setting).replace(' ', '_'))})
-      print_fn(f'[sweep] epsilon {eps:g} {name}: {setting_name(setting)}')
+              eps_dir, name, tuning.setting_name(setting).replace(' ', '_'))})
+      print_fn(f'[sweep] epsilon {eps:g} {name}: {tuning.setting_name(setting)}')
       captured = {}
       records = training.run(config, print_fn=warnings_only,
                              context_out=captured)
@@ -402,13 +359,13 @@ def _inside_idealisation(task, default, settings, name):
   Settings outside it are neither tuned nor run; c can depend on a setting
   (bits, grouping), so each is planned.
   """
-  from experiments.runner import training  # pylint: disable=g-import-not-at-top
+  from experiments.runner import run_setup  # pylint: disable=g-import-not-at-top
   inside, clip_ratios = [], []
   for setting in settings:
     config = config_lib.RunConfig(**{**default.asdict(), **setting})
-    params = training.calibrated_aggregator(task, config.resolved(task), name,
+    params = run_setup.calibrated_aggregator(task, config.resolved(task), name,
                                False).params
-    if _outside_idealisation(params):
+    if tuning.outside_idealisation(params):
       clip_ratios.append(params['clip_ratio'])
     else:
       inside.append(setting)
@@ -417,17 +374,17 @@ def _inside_idealisation(task, default, settings, name):
 
 def _tuned(default, settings, output_dir, tune_seeds, print_fn):
   """The best of `settings` on validation (None if all diverged)."""
-  tuning = config_lib.RunConfig(**{
+  tuning_config = config_lib.RunConfig(**{
       **default.asdict(), 'num_seeds': tune_seeds,
-      'seed': default.seed + TUNE_SEED_OFFSET,
+      'seed': default.seed + tuning.TUNE_SEED_OFFSET,
       'eval_split': 'validation', 'eval_every': 10**6,
       'output_dir': output_dir})
   os.makedirs(output_dir, exist_ok=True)
   name, = default.aggregators
-  results = tune_lib.tune(
-      tuning, settings, os.path.join(output_dir, f'tune_{name}.json'),
+  results = tuning.tune(
+      tuning_config, settings, os.path.join(output_dir, f'tune_{name}.json'),
       print_fn=print_fn)
-  return choose(results, settings)
+  return tuning.choose(results, settings)
 
 
 def _define_flags():

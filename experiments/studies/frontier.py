@@ -21,7 +21,7 @@ DP-REC's grid may be in `clip=` values, its clip c sigma, turned into
 `noise_stddev = clip / c(B)` rounded to 4 decimals at the point's own c:
 the clip is what matters once B is large, since the noise over the clip is
 fixed by c and B). Tuning runs train `--tune_seeds` seeds from
-`epsilon_sweep.TUNE_SEED_OFFSET` on, scored on the validation split, in
+`tuning.TUNE_SEED_OFFSET` on, scored on the validation split, in
 `<output_dir>/tune/B<B>/<method>/`; the best mean wins. When it is the
 grid's smallest or largest value, the grid grows one geometric step past
 that edge and the new setting is tried, up to `--extend_edges` times. A
@@ -47,10 +47,7 @@ and `frontier.png` (the metric against upload GB, total GB and B, log x,
 with standard-error bands and DP-FedAvg's B = 40 level).
 """
 
-import csv
-import math
 import os
-import re
 import time
 
 from absl import app
@@ -75,6 +72,7 @@ def run_frontier(base, points, grids, tune_seeds, print_fn=print,
   step past it, up to `extensions` times (`beyond_edge`). `report_only`
   trains nothing: every point reports the runs that have finished.
   """
+  from experiments.runner import run_setup  # pylint: disable=g-import-not-at-top
   from experiments.data import tasks as tasks_lib  # pylint: disable=g-import-not-at-top
   task = tasks_lib.create_task(base.task, base.data_dir,
                                embedded_config=base.embedded_config,
@@ -96,8 +94,7 @@ def run_frontier(base, points, grids, tune_seeds, print_fn=print,
       context, label = dict(info['context']), records[0]['metric_label']
     done.append((name, clients, records, info))
   if report_only:
-    from experiments.runner import training  # pylint: disable=g-import-not-at-top
-    context = training.reference_context(task, base)
+    context = run_setup.reference_context(task, base)
   reference_name, reference_clients = report_lib.REFERENCE
   if 'dp_rec' in points and reference_clients in points.get(reference_name,
                                                             ()):
@@ -113,14 +110,14 @@ def predicted_break_even(task, base, print_fn=print):
   the run's calibration cache (`experiments.runner.planning`).
   """
   from experiments.runner import planning  # pylint: disable=g-import-not-at-top
-  from experiments.runner import training  # pylint: disable=g-import-not-at-top
+  from experiments.runner import run_setup  # pylint: disable=g-import-not-at-top
   clients = report_lib.REFERENCE[1]
   config = config_lib.RunConfig(**{
       **base.asdict(), 'aggregators': ('dp_rec',),
       'clients_per_round': clients}).resolved(task)
   try:
-    dp_rec_plan = training.calibrated_aggregator(task, config, 'dp_rec', False)
-    result = planning.plan_for_run(task, config, dp_rec_plan)
+    dp_rec_aggregator = run_setup.calibrated_aggregator(task, config, 'dp_rec', False)
+    result = planning.plan_for_run(task, config, dp_rec_aggregator)
   except ValueError as e:
     print_fn(f'[frontier] the planner could not plan B = {clients}: {e}')
     return None

@@ -12,19 +12,16 @@ import re
 
 from experiments.runner import config as config_lib
 from experiments.runner import registry
-from experiments.studies import epsilon_sweep
-from experiments.studies import tune as tune_lib
+from experiments.studies import tuning
 
 # DP-FedAvg (RDP), DDGauss's reference, splits it (`split_lines`).
 DEFAULT_POINTS = ('dp_rec: 40,160,640,2560; '
                   'dp_rec_in_law: 640,2560,4096,10240; '
                   'dp_fedavg: 40,160,640,2560; '
                   'ddgauss16: 40,160,640; dp_fedavg_rdp: 40,640')
-# DP-REC's clip at each B > 40 (at B = 40 its default, sigma 0.006, is
-# tuned). DP-FedAvg's B = 40 clip and rate (0.2, 10) were a rule for every B
-# until its check at B = 2560 failed (clip 0.2: 56.00% on validation, 2.0:
-# 81.14%), so its clip is tuned at every B > 40; DDGauss16's clip and its
-# RDP reference's are tuned where DP-FedAvg's is, on the same grid.
+# Every point above B = 40 tunes its clip (DP-REC: its clip c sigma) on the
+# validation split; B = 40 takes the task defaults, tuned there
+# (docs/EXPERIMENTS.md, "The frontier", says why each grid is where it is).
 DEFAULT_GRIDS = ('dp_rec@160: clip=0.01,0.02,0.05; '
                  'dp_rec@640: clip=0.025,0.05,0.1; '
                  'dp_rec@2560: clip=0.1,0.2,0.4; '
@@ -90,17 +87,17 @@ def parse_grids(text: str, points: dict) -> dict:
     head, sep, grid = part.partition(':')
     name, at, size = head.strip().partition('@')
     if not sep or not at:
-      raise tune_lib.GridError(
+      raise tuning.GridError(
           f'--grids: {part.strip()!r} is not "method@B: grid".')
     clients = parse_sizes([size], 'grids')[0]
     if clients not in points.get(name, ()):
-      raise tune_lib.GridError(
+      raise tuning.GridError(
           f'--grids: {head.strip()!r} is not a point of --points.')
     if (name, clients) in grids:
-      raise tune_lib.GridError(f'--grids: {head.strip()!r} has two grids.')
+      raise tuning.GridError(f'--grids: {head.strip()!r} has two grids.')
     protocol = registry.protocol(name)
     if protocol != name and clients in points.get(protocol, ()):
-      raise tune_lib.GridError(
+      raise tuning.GridError(
           f'--grids: {head.strip()!r} trains the setting chosen for '
           f'{protocol}@{clients} (a cross-check of the two); it takes no '
           'grid of its own.')
@@ -114,7 +111,7 @@ def _parse_settings(grid, name):
   dp_rec = registry.protocol(name) == 'dp_rec'
   if dp_rec:  # Its l2_clip is c sigma: `clip=` names it.
     grid = re.sub(r'(^|\s)clip=', r'\1l2_clip=', grid)
-  settings = tune_lib.parse_grid(grid)
+  settings = tuning.parse_grid(grid)
   if dp_rec:
     settings = [{(DP_REC_CLIP if k == 'l2_clip' else k): v
                  for k, v in s.items()} for s in settings]
@@ -122,7 +119,7 @@ def _parse_settings(grid, name):
     for field in ('target_epsilon', 'accounting', 'rounds',
                   'clients_per_round'):
       if field in setting:
-        raise tune_lib.GridError(
+        raise tuning.GridError(
             f'--grids: {name}: {field!r} defines the point; it cannot vary.')
   return settings
 
@@ -138,13 +135,13 @@ def sigma_for_clip(clip: float, clip_ratio: float) -> float:
 
 def point_settings(task, base, name, clients, grid) -> list:
   """The grid's settings as RunConfig fields (DP-REC's clips as sigmas)."""
-  from experiments.runner import training  # pylint: disable=g-import-not-at-top
+  from experiments.runner import run_setup  # pylint: disable=g-import-not-at-top
   if (registry.protocol(name) != 'dp_rec' or
       not any(DP_REC_CLIP in s for s in grid)):
     return [dict(s) for s in grid]
   config = config_lib.RunConfig(**{**base.asdict(), 'aggregators': (name,),
                                    'clients_per_round': clients})
-  c = training.calibrated_aggregator(task, config.resolved(task), name,
+  c = run_setup.calibrated_aggregator(task, config.resolved(task), name,
                         False).params['clip_ratio']
   return [{('noise_stddev' if k == DP_REC_CLIP else k):
            (sigma_for_clip(v, c) if k == DP_REC_CLIP else v)
@@ -156,25 +153,25 @@ def tune_point(base, name, clients, settings, tune_seeds, print_fn,
   """Tunes one point on the validation split; returns (setting, results).
 
   `report_only` trains nothing: it reads the stored results, and raises
-  `tune_lib.NotTrainedYet` where some are missing.
+  `tuning.NotTrainedYet` where some are missing.
   """
-  tuning = config_lib.RunConfig(**{
+  tuning_config = config_lib.RunConfig(**{
       **base.asdict(), 'aggregators': (name,), 'clients_per_round': clients,
       'num_seeds': tune_seeds,
-      'seed': base.seed + epsilon_sweep.TUNE_SEED_OFFSET,
+      'seed': base.seed + tuning.TUNE_SEED_OFFSET,
       'eval_split': 'validation', 'eval_every': 10**6,
       'output_dir': os.path.join(base.output_dir, 'tune', f'B{clients}',
                                  name)})
-  path = os.path.join(tuning.output_dir, f'tune_{name}.json')
+  path = os.path.join(tuning_config.output_dir, f'tune_{name}.json')
   if report_only:
-    results = tune_lib.stored_results(tuning, settings, path)
+    results = tuning.stored_results(tuning_config, settings, path)
   else:
-    os.makedirs(tuning.output_dir, exist_ok=True)
-    results = tune_lib.tune(
-        tuning, settings, path,
+    os.makedirs(tuning_config.output_dir, exist_ok=True)
+    results = tuning.tune(
+        tuning_config, settings, path,
         print_fn=lambda line: print_fn(f'[frontier] {name} B={clients} '
                                        f'tuning: {line}'))
-  return epsilon_sweep.choose(results, settings), results
+  return tuning.choose(results, settings), results
 
 
 def tune_with_extensions(task, base, name, clients, grid, tune_seeds,
@@ -186,18 +183,18 @@ def tune_with_extensions(task, base, name, clients, grid, tune_seeds,
   def announce(setting, step):
     if not report_only:
       print_fn(f'[frontier] {name} B={clients}: best at the edge '
-               f'({tune_lib.key(setting)}); trying {tune_lib.key(step)}')
+               f'({tuning.key(setting)}); trying {tuning.key(step)}')
 
-  setting, results, settings, added = tune_lib.tune_past_edges(
+  setting, results, settings, added = tuning.tune_past_edges(
       lambda grid_: tune_point(base, name, clients, grid_, tune_seeds,
                                print_fn, report_only),
       point_settings(task, base, name, clients, grid), extensions, announce)
   info = dict(tuned=True,
-              edges=tune_lib.edges(setting, settings) if setting else [],
-              extended=[tune_lib.key(s) for s in added],
-              tune_seconds=sum(results[tune_lib.key(s)].get('seconds', 0.0)
+              edges=tuning.edges(setting, settings) if setting else [],
+              extended=[tuning.key(s) for s in added],
+              tune_seconds=sum(results[tuning.key(s)].get('seconds', 0.0)
                                for s in settings), validation={
-                  tune_lib.key(s): results[tune_lib.key(s)]['mean']
+                  tuning.key(s): results[tuning.key(s)]['mean']
                   for s in settings})
   return setting, info
 
@@ -225,12 +222,12 @@ def run_point(task, base, name, clients, grid, tune_seeds, print_fn,
       setting, info = tune_with_extensions(task, base, name, clients, grid,
                                            tune_seeds, extensions, print_fn,
                                            report_only)
-    except tune_lib.NotTrainedYet as e:
+    except tuning.NotTrainedYet as e:
       return [], dict(info, note=str(e))
     if setting is None:
       print_fn(f'[frontier] {name} B={clients}: every setting diverged.')
       return [], dict(info, note='every tuned setting diverged')
-  name_of_setting = epsilon_sweep.setting_name(setting)
+  name_of_setting = tuning.setting_name(setting)
   info['chosen'] = setting
   config = config_lib.RunConfig(**{
       **base.asdict(), **setting, 'aggregators': (name,),
@@ -249,20 +246,15 @@ def run_point(task, base, name, clients, grid, tune_seeds, print_fn,
 def _train_or_read(config, name, clients, label, print_fn, report_only):
   """(records, context) of a point's test runs: trained, or read back."""
   from experiments.runner import training  # pylint: disable=g-import-not-at-top
+  from experiments.runner import finished  # pylint: disable=g-import-not-at-top
   if report_only:
-    return training.finished_records(config), {}
+    return finished.finished_records(config), {}
   print_fn(f'[frontier] {name} B={clients}: {label}')
   captured = {}
-  records = training.run(config, print_fn=_warnings_only(print_fn),
+  records = training.run(config, print_fn=tuning.warnings_only(print_fn),
                          context_out=captured)
   for r in records:
     print_fn(f"[frontier] {name} B={clients} seed {r['seed']}: "
              f"{100 * r['final_metric']:.2f}")
   return records, captured
 
-
-def _warnings_only(print_fn):
-  def say(line='', *_):
-    if 'WARNING' in str(line):
-      print_fn(line)
-  return say

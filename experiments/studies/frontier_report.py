@@ -15,21 +15,11 @@ import os
 from experiments.infra import atomic_files
 from experiments.runner import registry
 from experiments.runner import report
-from experiments.studies import tune as tune_lib
-from tff_dprec import plan as plan_lib
+from experiments.runner import stats
+from experiments.studies import tuning
 
 # The point DP-REC's points are measured against.
 REFERENCE = ('dp_fedavg', 40)
-
-
-def relative_noise(record: dict):
-  """The planner's relative noise of a run from its parameters, or None."""
-  params, b = record.get('params', {}), record['clients_per_round']
-  if params.get('clip_ratio'):
-    return plan_lib.dp_rec_relative_noise(params['clip_ratio'], b)
-  if params.get('noise_multiplier'):
-    return plan_lib.gaussian_relative_noise(params['noise_multiplier'], b)
-  return None
 
 
 def summarize(points) -> list[dict]:
@@ -43,15 +33,16 @@ def summarize(points) -> list[dict]:
                note=info.get('note', ''), seeds=len(records),
                shared_with=info.get('shared_with', ''))
     if records:
-      mean, se = report.mean_se([r['final_metric'] for r in records])
+      mean, se = stats.mean_se([r['final_metric'] for r in records])
       params = records[0].get('params', {})
       upload = sum(r['upload_gb'] for r in records) / len(records)
       download = sum(r['download_gb'] for r in records) / len(records)
       row.update(
           rounds=max(r['rounds'] for r in records),
           epsilon=max(r['epsilon'] or 0.0 for r in records),
-          parameter=_parameter(params),
-          relative_noise=relative_noise(records[0]), mean=mean, se=se,
+          parameter=report.parameter_text(params, detail=True),
+          relative_noise=stats.relative_noise(params, clients), mean=mean,
+          se=se,
           upload_gb=upload, download_gb=download, total_gb=upload + download,
           seconds_per_round=sum(r['seconds_per_round'] for r in records) /
           len(records),
@@ -60,15 +51,6 @@ def summarize(points) -> list[dict]:
     row['tune_seconds'] = info.get('tune_seconds', 0.0)
     rows.append(row)
   return rows
-
-
-def _parameter(params) -> str:
-  if 'clip_ratio' in params:
-    return (f"c {params['clip_ratio']:.3f}, sigma {params['noise_stddev']:.4g}"
-            f", clip {params['l2_clip']:.3g}")
-  if 'noise_multiplier' in params:
-    return f"z {params['noise_multiplier']:.3f}, clip {params['l2_clip']:.3g}"
-  return ''
 
 
 def markdown(rows, context: dict, label: str) -> str:
@@ -90,7 +72,7 @@ def markdown(rows, context: dict, label: str) -> str:
     if r.get('shared_with'):
       setting += f" ({r['shared_with']}'s: a cross-check)"
     if r['tuned']:
-      grown = tune_lib.grown_note(
+      grown = tuning.grown_note(
           [k for k in (r.get('extended') or '').split('; ') if k])
       notes = ['tuned'] + ([grown] if grown else [])
       notes += [f"edge: {r['edge']}"] if r['edge'] else []

@@ -17,7 +17,6 @@ UNITS = {'epsilon': 'epsilon', 'clip_ratio': 'c = clip / sigma',
 # The paper's "GB" are GiB: 2 T B d 32 bits reproduces its DP-FedAvg
 # column only with 2^30-byte units.
 GIB_BITS = 8 * 2**30
-FLOAT_BITS = 32  # A float32 parameter on the wire.
 PAPER_TEX = os.path.normpath(os.path.join(
     os.path.dirname(os.path.abspath(__file__)), '..', '..', 'shared', 'paper',
     'dp-rec.tex'))

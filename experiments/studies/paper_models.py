@@ -10,8 +10,8 @@ import tensorflow_federated as tff
 
 from experiments.studies import paper
 from tff_dprec import history
+from tff_dprec import message
 from tff_dprec import rec
-from tff_dprec.aggregators import dp_rec
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,16 +129,22 @@ def _server_optimizer(task):
   Adam (MNIST), SGD (FEMNIST, Shakespeare), SGD with momentum (SO-LR); the
   learning rates do not change the state's size.
   """
-  if task == 'mnist':
-    return tff.learning.optimizers.build_adam(1.0)
-  if task == 'stackoverflow_lr':
-    return tff.learning.optimizers.build_sgdm(
-        1.0, momentum=paper.paper_value(task, 'server_momentum'))
-  return tff.learning.optimizers.build_sgdm(1.0)
+  build = _SERVER_OPTIMIZERS.get(
+      task, lambda _: tff.learning.optimizers.build_sgdm(1.0))
+  return build(task)
+
+
+_SERVER_OPTIMIZERS = {
+    'mnist': lambda task: tff.learning.optimizers.build_adam(1.0),
+    'stackoverflow_lr': lambda task: tff.learning.optimizers.build_sgdm(
+        1.0, momentum=paper.paper_value(task, 'server_momentum')),
+}
+# The paper's groups of at most G elements, where it states G (SO-LR).
+_GROUP_SIZE_TASKS = ('stackoverflow_lr',)
 
 
 def _grouping(task):
-  if task == 'stackoverflow_lr':
+  if task in _GROUP_SIZE_TASKS:
     return int(paper.paper_value(task, 'group_size', paper.DP_REC))
   return rec.GROUPING_TENSOR
 
@@ -170,14 +176,13 @@ def model_stats(task: str, grouping=None) -> ModelStats:
   # The library's own message size for this model (sizes only: no clip).
   value_type = tff.to_type(
       [tff.TensorType(np.float32, list(w.shape)) for w in trainable])
-  factory = dp_rec.DPRecSumFactory(
-      noise_stddev=paper.paper_value(task, 'noise_stddev', paper.DP_REC),
-      l2_clip=None,
+  layout = message.MessageLayout.from_value_type(
+      tff.types.type_to_tf_tensor_specs(value_type),
       bits=paper.paper_int('*', 'bits', paper.DP_REC),
       grouping=_grouping(task) if grouping is None else grouping)
   return ModelStats(
       num_params=int(keras_model.count_params()),
       tensor_sizes=tuple(int(np.prod(w.shape)) for w in trainable),
-      num_groups=factory.num_groups(value_type),
-      message_bits=factory.message_bits(value_type),
+      num_groups=layout.num_groups,
+      message_bits=layout.message_bits,
       full_state_bits=history.structure_bits((weights, state)))

@@ -107,13 +107,15 @@ DDGAUSS_BETA = math.exp(-0.5)
 DDGAUSS_K_STDDEVS = 4.0
 DDGAUSS_MODELS = {'femnist': paper_models.FEMNIST_CANDIDATES[0],
                   'stackoverflow_lr': paper_models.MODELS['stackoverflow_lr']}
+# Where Kairouz et al.'s population is not the DP-REC paper's.
+DDGAUSS_POPULATION_METHOD = {'femnist': 'DDGauss'}
 
 
 def ddgauss_privacy_cells(task, epsilon, bits) -> list:
   """Our noise multiplier for DDGauss at Kairouz et al.'s settings."""
   method = f'DDG{bits}'
-  population = (paper.paper_int(task, 'population', 'DDGauss')
-                if task == 'femnist' else paper.paper_int(task, 'population'))
+  population = paper.paper_int(task, 'population',
+                               DDGAUSS_POPULATION_METHOD.get(task))
   dimension, _ = paper_models.keras_params(DDGAUSS_MODELS[task])
   settings = dict(
       l2_clip=paper.paper_value(task, 'l2_clip', paper.DP_FEDAVG), bits=bits,

@@ -13,7 +13,7 @@ levels). Rows, in the order they train (cheapest decisions first):
 1. Tuning on the validation split (the 10,000 training images outside the
    clients), `tuning_seeds` seeds per setting (`TUNING_SEEDS` by default:
    one seed could not separate DP-REC's sigmas, whose seeds differ by 5-9
-   points) from `epsilon_sweep.TUNE_SEED_OFFSET` at epsilon 3: DP-FedAvg's clip and DP-REC's prior sigma (`GRIDS`, around the
+   points) from `tuning_lib.TUNE_SEED_OFFSET` at epsilon 3: DP-FedAvg's clip and DP-REC's prior sigma (`GRIDS`, around the
    paper's 0.01 and 0.005), each grown one geometric step past an edge
    where its best value sits, up to `EXTENSIONS` times. The choices are
    used at epsilon 6 too.
@@ -45,12 +45,13 @@ import os
 from typing import Optional
 
 from experiments.infra import atomic_files
+from experiments.runner import aggregator_builders
 from experiments.runner import config as config_lib
 from experiments.runner import registry
 from experiments.runner import report
-from experiments.studies import epsilon_sweep
+from experiments.runner import stats
 from experiments.studies import paper
-from experiments.studies import tune as tune_lib
+from experiments.studies import tuning as tuning_lib
 
 TASK = 'fashion_mnist'
 EPSILONS = (3.0, 6.0)
@@ -59,7 +60,6 @@ DEFAULT_ROUNDS = 300
 EVAL_EVERY = 25
 GRIDS = {'dp_fedavg': 'l2_clip=0.005,0.01,0.02',
          'dp_rec': 'noise_stddev=0.0025,0.005,0.01'}
-PAPER_BITS = 7  # The paper's bits per tensor.
 EXTENSIONS = 2  # Steps past a grid's edge when its best value sits there.
 TUNING_SEEDS = 2  # Seeds per tuning setting; the choice is on their mean.
 
@@ -91,7 +91,7 @@ def rows_for(chosen: dict, sound_paper_epsilon) -> list[Row]:
         Row('dp_rec', 'dp_rec', eps, chosen.get('dp_rec', {}), 'DP-REC',
             'PLD', controls=first),
         Row('dp_rec_paper_c', 'dp_rec', sound_paper_epsilon(c), dict(
-            clip_ratio=c, bits=PAPER_BITS), f"DP-REC at the paper's c = {c}",
+            clip_ratio=c, bits=aggregator_builders.PAPER_BITS), f"DP-REC at the paper's c = {c}",
             'PLD (sound) at the paper\'s c', paper_epsilon=eps),
         Row('ddgauss16', 'ddgauss16', eps, ddgauss, 'DDGauss16', 'RDP',
             controls=first)]
@@ -133,7 +133,7 @@ def tune_methods(base, log, extensions=EXTENSIONS, report_only=False,
     config = config_lib.RunConfig(**{
         **base.asdict(), 'aggregators': (name,), 'num_seeds': seeds,
         'target_epsilon': TUNE_EPSILON,
-        'seed': base.seed + epsilon_sweep.TUNE_SEED_OFFSET,
+        'seed': base.seed + tuning_lib.TUNE_SEED_OFFSET,
         'eval_split': 'validation', 'eval_every': 10**6,
         'output_dir': os.path.join(base.output_dir, 'tune', name)})
     path = os.path.join(config.output_dir, f'tune_{name}.json')
@@ -141,28 +141,28 @@ def tune_methods(base, log, extensions=EXTENSIONS, report_only=False,
 
     def tune_grid(settings, config=config, path=path, say=say):
       if report_only:
-        results = tune_lib.stored_results(config, settings, path)
+        results = tuning_lib.stored_results(config, settings, path)
       else:
         os.makedirs(config.output_dir, exist_ok=True)
-        results = tune_lib.tune(config, settings, path, print_fn=say)
-      return epsilon_sweep.choose(results, settings), results
+        results = tuning_lib.tune(config, settings, path, print_fn=say)
+      return tuning_lib.choose(results, settings), results
 
     try:
-      best, results, settings, added = tune_lib.tune_past_edges(
-          tune_grid, tune_lib.parse_grid(grid), extensions,
+      best, results, settings, added = tuning_lib.tune_past_edges(
+          tune_grid, tuning_lib.parse_grid(grid), extensions,
           lambda c, step, say=say: say(
-              f'best at the edge ({tune_lib.key(c)}); trying '
-              f'{tune_lib.key(step)}') if not report_only else None)
-    except tune_lib.NotTrainedYet as e:
+              f'best at the edge ({tuning_lib.key(c)}); trying '
+              f'{tuning_lib.key(step)}') if not report_only else None)
+    except tuning_lib.NotTrainedYet as e:
       tuning[name] = dict(note=str(e))
       continue
     chosen[name] = best if best is not None else {}
     tuning[name] = dict(
-        validation={tune_lib.key(s): results[tune_lib.key(s)]['mean']
+        validation={tuning_lib.key(s): results[tuning_lib.key(s)]['mean']
                     for s in settings},
-        extended=[tune_lib.key(s) for s in added],
-        edges=tune_lib.edges(best, settings) if best else [], seeds=seeds)
-    log(f'[fashion_mnist] {name}: chose {tune_lib.key(chosen[name])} on the '
+        extended=[tuning_lib.key(s) for s in added],
+        edges=tuning_lib.edges(best, settings) if best else [], seeds=seeds)
+    log(f'[fashion_mnist] {name}: chose {tuning_lib.key(chosen[name])} on the '
         'validation split (' + _scores(tuning[name]) + ')')
   return chosen, tuning
 
@@ -195,39 +195,33 @@ def train_row(base, row: Row, log) -> tuple:
   from experiments.runner import training  # pylint: disable=g-import-not-at-top
   config = row_config(base, row)
   log(f'[fashion_mnist] {row.name} at epsilon {row.epsilon}: '
-      f'{tune_lib.key(row.setting) or "task defaults"}')
-  records = training.run(config, print_fn=_warnings_only(log))
+      f'{tuning_lib.key(row.setting) or "task defaults"}')
+  records = training.run(config, print_fn=tuning_lib.warnings_only(log))
   return records, _curves_path(config)
 
 
 def read_row(base, row: Row) -> tuple:
   """(finished records, curves path) of one row; trains nothing."""
-  from experiments.runner import training  # pylint: disable=g-import-not-at-top
+  from experiments.runner import finished  # pylint: disable=g-import-not-at-top
   config = row_config(base, row)
-  return training.finished_records(config), _curves_path(config)
+  return finished.finished_records(config), _curves_path(config)
 
-
-def _warnings_only(log):
-  def say(line='', *_):
-    if 'WARNING' in str(line):
-      log(line)
-  return say
 
 
 def paper_c_epsilons(task, base) -> callable:
   """c -> the sound (PLD) epsilon of DP-REC at c, 7 bits per tensor, at
   the run's rounds; and the paper-mode epsilon, for the table."""
   import warnings  # pylint: disable=g-import-not-at-top
-  from experiments.runner import training  # pylint: disable=g-import-not-at-top
+  from experiments.runner import run_setup  # pylint: disable=g-import-not-at-top
   from tff_dprec import accounting  # pylint: disable=g-import-not-at-top
   config = config_lib.RunConfig(**{
       **base.asdict(), 'aggregators': ('dp_rec',),
       'target_epsilon': EPSILONS[0]}).resolved(task)
-  groups = training.calibrated_aggregator(task, config, 'dp_rec', False).params[
+  groups = run_setup.calibrated_aggregator(task, config, 'dp_rec', False).params[
       'num_groups']
   common = dict(population=task.population,
                 clients_per_round=config.clients_per_round,
-                rounds=config.rounds, delta=config.delta, bits=PAPER_BITS,
+                rounds=config.rounds, delta=config.delta, bits=aggregator_builders.PAPER_BITS,
                 num_groups=groups)
 
   def epsilons(c):
@@ -295,7 +289,7 @@ def summarize(results, paper_c) -> list[dict]:
   lines = []
   for row, records, _ in results:
     for name, runs in report.group_by_aggregator(records).items():
-      mean, se = report.mean_se([r['final_metric'] for r in runs])
+      mean, se = stats.mean_se([r['final_metric'] for r in runs])
       control = registry.control_of(name) is not None
       line = dict(
           row=row.name + ('_no_noise' if control else ''), aggregator=name,
@@ -392,13 +386,13 @@ def markdown(table, chosen, tuning=None, pending=()) -> str:
   per_setting = _seeds_per_setting(tuning)
   lines += ['', f'Chosen on the validation split at epsilon 3{per_setting}: '
             + '; '.join(
-      f'{name} {tune_lib.key(s) or "task defaults"}'
+      f'{name} {tuning_lib.key(s) or "task defaults"}'
       for name, s in chosen.items()) + '.']
   for name, t in (tuning or {}).items():
     if 'note' in t:
       lines.append(f"* {name}: {t['note']}.")
       continue
-    grown = tune_lib.grown_note(t['extended'])
+    grown = tuning_lib.grown_note(t['extended'])
     notes = [grown] if grown else []
     notes.append(f"at the edge: {'; '.join(t['edges'])}" if t['edges'] else
                  'inside the grid')

@@ -9,6 +9,7 @@ from experiments.studies import communication
 from experiments.studies import paper
 from experiments.studies import paper_models
 from experiments.studies import utility
+from tff_dprec import sizes
 
 
 def write_json(path: str, cells: Sequence[paper.Cell]) -> None:
@@ -101,8 +102,8 @@ def _femnist_markdown() -> list:
   fed = communication.federation(task, paper.DP_FEDAVG)
   client_rounds = fed['rounds'] * fed['clients_per_round']
   rounds_4k = paper.paper_int(task, 'rounds_compression_only')
-  bits_per_param = 2 * paper.FLOAT_BITS * client_rounds / paper.GIB_BITS
-  bits_per_param_4k = (2 * paper.FLOAT_BITS * rounds_4k *
+  bits_per_param = 2 * sizes.FLOAT_BITS * client_rounds / paper.GIB_BITS
+  bits_per_param_4k = (2 * sizes.FLOAT_BITS * rounds_4k *
                        fed['clients_per_round'] / paper.GIB_BITS)
   dp_fedavg = paper.paper_value(task, 'total_comm', paper.DP_FEDAVG)
   fedavg_4k = paper.paper_value(task, 'total_comm', paper.FEDAVG)

@@ -191,15 +191,16 @@ REAL_DATA_PARTS = (REAL_DATA_PART, ATTRIBUTION_PART)
 
 def _real_data(args, log, part):
   """A real-data part; a missing dataset is one line, exit 2."""
-  from experiments.data import tasks  # pylint: disable=g-import-not-at-top
+  from experiments.data import task_types  # pylint: disable=g-import-not-at-top
   from experiments.infra import worker_reaper  # pylint: disable=g-import-not-at-top
   worker_reaper.install()
   start = time.time()
   try:
     if part == ATTRIBUTION_PART:
       from experiments.studies import attribution  # pylint: disable=g-import-not-at-top
+      from experiments.studies import attribution_rows  # pylint: disable=g-import-not-at-top
       attribution.run(args.output_dir, args.data_dir,
-                      rounds=args.rounds or attribution.ROUNDS,
+                      rounds=args.rounds or attribution_rows.ROUNDS,
                       jobs=args.jobs or 1, log=log,
                       report_only=args.report_only)
     else:
@@ -210,7 +211,7 @@ def _real_data(args, log, part):
                       report_only=args.report_only,
                       tuning_seeds=(args.tuning_seeds or
                                     real_images.TUNING_SEEDS))
-  except tasks.MissingDataError as e:
+  except task_types.MissingDataError as e:
     worker_reaper.reap()
     print(f'error: {e}', file=sys.stderr)
     sys.exit(2)

@@ -90,34 +90,34 @@ def _sampled(task, clients_per_round, rounds):
           for _ in range(rounds)]
 
 
-def measure_path(task, config, plan, path: str, sampled) -> Row:
-  """Runs `len(sampled)` rounds of `plan`'s process along `path`."""
+def measure_path(task, config, aggregator, path: str, sampled) -> Row:
+  """Runs `len(sampled)` rounds of `aggregator`'s process along `path`."""
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
   from experiments.data import stackoverflow_arrays  # pylint: disable=g-import-not-at-top
-  from experiments.data import tasks  # pylint: disable=g-import-not-at-top
+  from experiments.data import stackoverflow_task  # pylint: disable=g-import-not-at-top
   from experiments.runner import execution  # pylint: disable=g-import-not-at-top
   if path not in PATHS:
     raise ValueError(f'path must be one of {PATHS}, found {path!r}.')
   server_optimizer = execution.server_optimizer_for(
-      task, config.server_lr_for(task, plan.private_setting), config,
-      plan.private_setting)
+      task, config.server_lr_for(task, aggregator.private_setting), config,
+      aggregator.private_setting)
   loop = tff.learning.LoopImplementation
   if path == 'fast':
     process = task.learning_process(execution.build_process(
-        task, plan, config.client_lr, server_optimizer))
+        task, aggregator, config.client_lr, server_optimizer))
     make_input = task.round_input
   else:
     process = execution.build_process(
-        task, plan, config.client_lr, server_optimizer,
+        task, aggregator, config.client_lr, server_optimizer,
         loop_implementation=loop.DATASET_REDUCE)
     make_input = stackoverflow_arrays.ClientDatasets(
         task.client_data.source, task.defaults.batch_size,
-        tasks.TRAIN_MAX_ELEMENTS)
-  return time_rounds(process, make_input, plan, path, sampled,
+        stackoverflow_task.TRAIN_MAX_ELEMENTS)
+  return time_rounds(process, make_input, aggregator, path, sampled,
                      use_compile_cache=(path == 'fast'))
 
 
-def time_rounds(process, make_input, plan, path, sampled, *,
+def time_rounds(process, make_input, aggregator, path, sampled, *,
                 use_compile_cache: bool) -> Row:
   """Times `process` over `sampled` rounds fed by `make_input(ids, seed)`."""
   from experiments.runner import execution  # pylint: disable=g-import-not-at-top
@@ -128,7 +128,7 @@ def time_rounds(process, make_input, plan, path, sampled, *,
   worker_cpu = own_cpu = worker_system = 0.0
   cache_before = dict(compile_cache.stats)
   try:
-    execution.set_context(plan, None, use_compile_cache=use_compile_cache)
+    execution.set_context(aggregator, None, use_compile_cache=use_compile_cache)
     state = process.initialize()
     for round_num, ids in enumerate(sampled, start=1):
       t0 = time.perf_counter()
@@ -147,7 +147,7 @@ def time_rounds(process, make_input, plan, path, sampled, *,
     worker_reaper.reap_context_workers()
   steady = statistics.fmean(times[1:])
   clients = sum(len(ids) for ids in sampled[1:])
-  return Row(path=path, aggregator=plan.name,
+  return Row(path=path, aggregator=aggregator.name,
              seconds_per_round=statistics.fmean(times),
              steady_seconds_per_round=steady,
              first_round_extra=times[0] - steady,
@@ -169,11 +169,11 @@ def local_training_floor(task, client_lr: float, sampled, repeats: int = 3):
   """
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from experiments.data import stackoverflow_arrays  # pylint: disable=g-import-not-at-top
-  from experiments.data import tasks  # pylint: disable=g-import-not-at-top
+  from experiments.data import stackoverflow_task  # pylint: disable=g-import-not-at-top
   from experiments.runner import sampling  # pylint: disable=g-import-not-at-top
   datasets = stackoverflow_arrays.ClientDatasets(
       task.client_data.source, task.defaults.batch_size,
-      tasks.TRAIN_MAX_ELEMENTS)
+      stackoverflow_task.TRAIN_MAX_ELEMENTS)
   model = task.baseline.model_fn()
   variables = model.trainable_variables
   initial = [tf.identity(v) for v in variables]
@@ -212,12 +212,12 @@ def local_training_floor(task, client_lr: float, sampled, repeats: int = 3):
   return best
 
 
-def encode_floor(plan, value_type, clients: int, repeats: int = 3) -> float:
+def encode_floor(aggregator, value_type, clients: int, repeats: int = 3) -> float:
   """Seconds for `clients` DP-REC encodes of `value_type` (in-process)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
   from tff_dprec import message  # pylint: disable=g-import-not-at-top
-  params = plan.params
+  params = aggregator.params
   layout = message.MessageLayout.from_value_type(
       tff.types.type_to_tf_tensor_specs(value_type), bits=params['bits'],
       grouping=params['grouping'])
@@ -248,7 +248,7 @@ def run(aggregators=DEFAULT_AGGREGATORS, paths=PATHS, rounds: int = 6,
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
   from experiments.runner import execution  # pylint: disable=g-import-not-at-top
   from experiments.runner import registry  # pylint: disable=g-import-not-at-top
-  from experiments.runner import training  # pylint: disable=g-import-not-at-top
+  from experiments.runner import run_setup  # pylint: disable=g-import-not-at-top
   task, config = _setup(aggregators, paths, rounds, clients_per_round,
                         data_dir, embedded_config)
   sampled = _sampled(task, clients_per_round, rounds)
@@ -256,16 +256,16 @@ def run(aggregators=DEFAULT_AGGREGATORS, paths=PATHS, rounds: int = 6,
            f'{rounds} rounds (the same clients on every path).')
   if any(registry.get(a).needs_test_context for a in aggregators):
     execution.allow_oversize_protos()
-  rows, plans_by_name = [], {}
+  rows, aggregators_by_name = [], {}
   for name in aggregators:
-    plan = training.calibrated_aggregator(task, config, name, record_messages=False)
-    plans_by_name[name] = plan
+    aggregator = run_setup.calibrated_aggregator(task, config, name, record_messages=False)
+    aggregators_by_name[name] = aggregator
     for path in paths:
-      row = measure_path(task, config, plan, path, sampled)
+      row = measure_path(task, config, aggregator, path, sampled)
       rows.append(row)
       _print_row(row, name, path, print_fn)
   tff.backends.native.set_sync_local_cpp_execution_context()
-  floor, encode = _floors(task, config, plans_by_name, sampled, print_fn)
+  floor, encode = _floors(task, config, aggregators_by_name, sampled, print_fn)
   _print_table(rows, aggregators, floor, encode, print_fn)
   return dict(rows=[dataclasses.asdict(r) for r in rows],
               local_training_floor=floor, encode_floor=encode)
@@ -305,7 +305,7 @@ def _print_row(row, name, path, print_fn):
            f'{row.compiled}, from the cache {row.compiled_from_cache}')
 
 
-def _floors(task, config, plans_by_name, sampled, print_fn):
+def _floors(task, config, aggregators_by_name, sampled, print_fn):
   """(local training floor, DP-REC's encode floor or None), printed."""
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
   clients_per_round = config.clients_per_round
@@ -313,14 +313,14 @@ def _floors(task, config, plans_by_name, sampled, print_fn):
   print_fn(f'floor: local training alone {floor:.3f} s/round '
            f'({1e3 * floor / clients_per_round:.2f} ms/client)')
   encode = None
-  if 'dp_rec' in plans_by_name:
+  if 'dp_rec' in aggregators_by_name:
     value_type = tff.learning.models.weights_type_from_model(
         task.baseline.model_fn).trainable
-    encode = encode_floor(plans_by_name['dp_rec'], value_type,
+    encode = encode_floor(aggregators_by_name['dp_rec'], value_type,
                           clients_per_round)
     print_fn(f'floor: DP-REC encode alone {encode:.3f} s/round '
              f'({1e3 * encode / clients_per_round:.2f} ms/client, '
-             f'{plans_by_name["dp_rec"].params["bits"]} bits)')
+             f'{aggregators_by_name["dp_rec"].params["bits"]} bits)')
   return floor, encode
 
 
@@ -362,7 +362,7 @@ def run_images(aggregators=('fedavg', 'dp_rec'), rounds: int = 6,
   from experiments.data import tasks  # pylint: disable=g-import-not-at-top
   from experiments.runner import config as config_lib  # pylint: disable=g-import-not-at-top
   from experiments.runner import execution  # pylint: disable=g-import-not-at-top
-  from experiments.runner import training  # pylint: disable=g-import-not-at-top
+  from experiments.runner import run_setup  # pylint: disable=g-import-not-at-top
   task = tasks.create_task(task_name, data_dir)
   config = config_lib.RunConfig(task=task_name, aggregators=tuple(aggregators),
                                 data_dir=data_dir).resolved(task)
@@ -371,11 +371,11 @@ def run_images(aggregators=('fedavg', 'dp_rec'), rounds: int = 6,
            f'{rounds} rounds (the same clients on both paths).')
   rows = []
   for name in aggregators:
-    plan = training.calibrated_aggregator(task, config, name, record_messages=False)
+    aggregator = run_setup.calibrated_aggregator(task, config, name, record_messages=False)
     server_optimizer = execution.server_optimizer_for(
-        task, config.server_lr_for(task, plan.private_setting), config,
-        plan.private_setting)
-    process = execution.build_process(task, plan, config.client_lr,
+        task, config.server_lr_for(task, aggregator.private_setting), config,
+        aggregator.private_setting)
+    process = execution.build_process(task, aggregator, config.client_lr,
                                       server_optimizer)
     compose = (
         tff.simulation.compose_dataset_computation_with_learning_process)
@@ -384,7 +384,7 @@ def run_images(aggregators=('fedavg', 'dp_rec'), rounds: int = 6,
                       lambda ids, _: [str(i) for i in ids]),
         'fast': (task.learning_process(process), task.round_input)}
     for path, (composed, make_input) in inputs.items():
-      row = time_rounds(composed, make_input, plan, path, sampled,
+      row = time_rounds(composed, make_input, aggregator, path, sampled,
                         use_compile_cache=False)
       rows.append(row)
       print_fn(f'{path:>9} {name:>7}: {row.seconds_per_round:.3f} s/round '

@@ -41,6 +41,7 @@ from typing import Callable, Optional, Sequence
 
 from experiments.infra import atomic_files
 from experiments.runner import report
+from experiments.runner import stats
 from experiments.studies import paper
 
 # Paper task -> the experiments' task on the paper's data.
@@ -74,6 +75,8 @@ QUICK_BITS = (1, 2)
 # SGD 1.0. Pinned so that the committed reproduction stays what it says.
 SOLR_SETTING = dict(population='stored', rounds=10, eval_every=2, bits=4,
                     noise_stddev=0.5, l2_clip=0.5, server_lr=1.0)
+# Settings a task's training takes here over its defaults.
+_TASK_SETTINGS = {'stackoverflow_lr': SOLR_SETTING}
 
 
 @dataclasses.dataclass
@@ -114,13 +117,12 @@ def _train(config, task: str, name: str, aggregators: Sequence[str],
   part's `name`) are taken from there, not trained again.
   """
   from experiments.runner import config as config_lib  # pylint: disable=g-import-not-at-top
-  from experiments.data import tasks  # pylint: disable=g-import-not-at-top
+  from experiments.data import task_registry  # pylint: disable=g-import-not-at-top
   from experiments.runner import training  # pylint: disable=g-import-not-at-top
   seeds = min(2, config.training_seeds) if config.quick else (
       config.training_seeds)
   kwargs = dict(data_dir=config.data_dir)
-  if task == 'stackoverflow_lr':
-    kwargs.update(SOLR_SETTING)
+  kwargs.update(_TASK_SETTINGS.get(task, {}))
   if config.quick:
     # Its own data directory: the tiny data must not replace data_cache's.
     kwargs.update(QUICK_TRAINING,
@@ -138,7 +140,7 @@ def _train(config, task: str, name: str, aggregators: Sequence[str],
   context = {}
   records = training.run(run_config, print_fn=lambda *args: None,
                          context_out=context)
-  rounds = run_config.rounds or tasks.defaults(task).rounds
+  rounds = run_config.rounds or task_registry.get(task).defaults.rounds
   first = records[0]
   runs = Runs(records, f'{rounds} rounds x {first["clients_per_round"]} '
                        f'clients, {seeds} seeds', context, rounds)
@@ -148,7 +150,7 @@ def _train(config, task: str, name: str, aggregators: Sequence[str],
 
 def _metric(records) -> tuple:
   """(mean %, SE %) over seeds; SE None for one seed."""
-  return report.mean_se([100.0 * r['final_metric'] for r in records])
+  return stats.mean_se([100.0 * r['final_metric'] for r in records])
 
 
 def _note(records, quick, extra='') -> str:
@@ -174,20 +176,20 @@ def _epsilons(config, paper_task) -> list:
 
 def utility_cells(config, log: Callable[[str], None]) -> list:
   """Table 1's accuracies on the data we have; see the module docstring."""
-  from experiments.data import tasks  # pylint: disable=g-import-not-at-top
+  from experiments.data import task_types  # pylint: disable=g-import-not-at-top
   settings = ((('stackoverflow_lr', 'stackoverflow_lr'),) if config.quick
               else REAL_TASKS + STAND_INS)
   methods = (paper.DP_REC, paper.DP_FEDAVG) if config.quick else UTILITY_METHODS
   cells = []
   for paper_task, task in settings:
-    stand_in = task == 'digits'
+    stand_in = task != paper_task  # The digits for MNIST.
     epsilons = _epsilons(config, paper_task)
     for k, epsilon in enumerate(epsilons):
       try:
         runs = _train(config, task, f'utility/{task}/eps{epsilon:g}',
                       [paper.AGGREGATORS[m] for m in methods],
                       target_epsilon=epsilon)
-      except tasks.MissingDataError as e:
+      except task_types.MissingDataError as e:
         cells.extend(paper.paper_cell(paper_task, method, missing, 'metric',
                                    None, f'{task}: not run', f'no data: {e}')
                      for missing in epsilons[k:] for method in methods)
