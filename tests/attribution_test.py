@@ -18,6 +18,7 @@ from experiments.runner import training
 from experiments.studies import attribution
 from experiments.studies import reproduce
 from experiments.studies import tune as tune_lib
+from tests import support
 
 # Final accuracy by (aggregator, the row's distinguishing setting).
 _ACCURACY = {'dp_fedavg': 0.70, 'dp_rec': 0.66, registry.EXACT_SAMPLE: 0.67,
@@ -168,7 +169,7 @@ class AttributionTest(tf.test.TestCase):
                  ['--part=utility', '--jobs=2'],
                  ['--part=attribution', '--jobs=0']):
       with self.assertRaises(SystemExit) as raised:
-        reproduce.main(argv + ['--output_dir', out])
+        support.run_main(reproduce, argv + ['--output_dir', out])
       self.assertEqual(raised.exception.code, 2, argv)
     with self.assertRaisesRegex(ValueError, 'jobs must be a positive'):
       attribution.run(out, jobs=0)

@@ -169,7 +169,6 @@ def _define_flags():
   # pylint: disable=global-statement
   global _STUDY, _POINTS, _GRIDS, _ROUNDS, _TARGET_EPSILON, _NUM_SEEDS
   global _TUNE_SEEDS, _EXTEND_EDGES, _REPORT_ONLY
-  cli_lib.define_verbose_flag()
   _STUDY = cli_lib.define_study_flags('results/frontier')
   _POINTS = flags.DEFINE_string(
       'points', points_lib.DEFAULT_POINTS,
@@ -196,13 +195,3 @@ def _define_flags():
       'finished (safe while another invocation is training; give it the '
       'same --points, --grids and --extend_edges).')
 
-
-def cli():
-  """The command line: `python -m experiments.frontier`."""
-  _define_flags()
-  with cli_lib.one_line_write_failures():  # A full disk: one line.
-    app.run(main)
-
-
-if __name__ == '__main__':
-  cli()
