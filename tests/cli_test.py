@@ -97,6 +97,16 @@ class CliTest(tf.test.TestCase):
       cli.quiet_logs()
     self.assertEqual(logging.get_verbosity(), logging.INFO)
 
+  def test_commands_log_errors_only_unless_verbose(self):
+    self.addCleanup(logging.set_verbosity, logging.get_verbosity())
+    seen = []
+    for argv, level in ((['prog'], logging.ERROR),
+                        (['prog', '--verbose'], logging.INFO)):
+      logging.set_verbosity(logging.INFO)  # What app.run leaves.
+      with mock.patch.object(sys, 'argv', argv):
+        cli.call_main(lambda _: seen.append(logging.get_verbosity()), argv)
+      self.assertEqual(seen[-1], level, argv)
+
   def test_fail_prints_one_line_and_exits_2(self):
     err = io.StringIO()
     with contextlib.redirect_stderr(err), self.assertRaises(SystemExit) as e:

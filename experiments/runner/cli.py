@@ -24,7 +24,7 @@ from experiments.runner import config as config_lib
 VERBOSE_HELP = ("Show TensorFlow's C++, absl and gRPC logging (off by "
                 'default; a TF_CPP_MIN_LOG_LEVEL or GRPC_VERBOSITY you set '
                 'is kept either way).')
-# What asks for help (absl's help flags and argparse's -h).
+# What asks for help: absl's help flags, and -h.
 HELP_ARGS = frozenset(['-h', '-?', '--help', '-help', '--helpshort',
                        '-helpshort', '--helpfull', '-helpfull'])
 # absl renders a command's flags as the key flags of this name, its heading.
@@ -70,10 +70,11 @@ def define_command_flags(define_flags: Callable[[], None]) -> list:
 def parse_flags(argv: Sequence[str], doc: str) -> list:
   """absl's parser for a command (`app.run`'s `flags_parser`).
 
-  Returns the positional arguments after the program's name. A help flag
-  prints `doc` and the command's flags on stdout and exits with 0 (absl's
-  own help exits with 1 and lists the entry point's flags only); absl's
-  error for a bad flag becomes `fail`'s one line (absl's is a usage block).
+  Returns what `main` gets: the program's name, then the positional
+  arguments. A help flag prints `doc` and the command's flags on stdout and
+  exits with 0 (absl's own help exits with 1 and lists only the flags of the
+  entry point's file, none); absl's error for a bad flag becomes `fail`'s
+  one line (absl prints a usage block and exits with 1).
   """
   arguments = list(argv[1:])
   if '--' in arguments:
@@ -103,6 +104,10 @@ def call_main(main: Callable[[list], object], argv: list):
   absl would print a usage block; an OSError (a full disk, say) gets
   `write_failure`'s, once TFF's workers are reaped.
   """
+  if _quiet_requested():
+    # app.run has set absl's logging to INFO; errors only, as `quiet_logs`
+    # (which quiets TensorFlow's logger too, importing it).
+    logging.set_verbosity(logging.ERROR)
   try:
     return main(argv)
   except app.UsageError as e:
@@ -125,11 +130,16 @@ def quiet_logs() -> None:
   only errors are shown. absl's `--verbosity` or `--verbose` on the command
   line brings them back.
   """
-  if not flags.FLAGS['verbosity'].present and not quiet.verbose_requested(
-      sys.argv):
+  if _quiet_requested():
     logging.set_verbosity(logging.ERROR)
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     tf.get_logger().setLevel('ERROR')
+
+
+def _quiet_requested() -> bool:
+  """Neither absl's --verbosity nor --verbose is on the command line."""
+  return not flags.FLAGS['verbosity'].present and not quiet.verbose_requested(
+      sys.argv)
 
 
 def fail(error) -> None:
