@@ -1,6 +1,8 @@
 """`python -m experiments.epsilon_sweep`: runs `experiments.studies.epsilon_sweep`."""
 
+from experiments.runner import cli
 from experiments.studies import epsilon_sweep
 
 if __name__ == '__main__':
-  epsilon_sweep.cli()
+  cli.run_main(epsilon_sweep._define_flags,  # pylint: disable=protected-access
+               epsilon_sweep.main, epsilon_sweep.__doc__)

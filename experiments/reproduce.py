@@ -4,5 +4,5 @@ from experiments.runner import cli
 from experiments.studies import reproduce
 
 if __name__ == '__main__':
-  with cli.one_line_write_failures():  # A full disk: one line.
-    reproduce.main()
+  cli.run_main(reproduce._define_flags,  # pylint: disable=protected-access
+               reproduce.main, reproduce.__doc__)

@@ -13,7 +13,6 @@ import os
 import sys
 from typing import Optional
 
-from absl import app
 from absl import flags
 # Imported before absl parses flags: Keras models built after a late
 # TensorFlow import under `app.run` fail to build (empty inbound nodes).
@@ -22,108 +21,6 @@ import tensorflow as tf  # pylint: disable=unused-import
 from experiments.runner import cli as cli_lib
 from experiments.runner import config as config_lib
 from tff_dprec.accounting import accountings
-
-_TASK = flags.DEFINE_string(
-    'task', 'stackoverflow_lr',
-    'stackoverflow_lr, emnist, shakespeare, mnist or digits.')
-_AGGREGATORS = flags.DEFINE_list(
-    'aggregators', ['dp_rec', 'dp_rec_no_noise', 'ddgauss16',
-                    'ddgauss16_no_noise', 'dp_fedavg', 'dp_fedavg_no_noise',
-                    'dp_fedavg_rdp', 'fedavg'],
-    'Comma-separated: dp_rec, rec, dp_fedavg, dp_fedavg_rdp (DP-FedAvg '
-    'under RDP, the reference for DDGauss), ddgauss16, ddgauss12, fedavg, '
-    'dp_rec_exact_sample (DP-REC\'s exact-sample control), and <private '
-    'method>_no_noise: the method\'s clip and sampling without noise (a '
-    'control row: the cost of clipping apart from privacy).')
-_ROUNDS = flags.DEFINE_integer('rounds', None, 'Rounds (task default).')
-_CLIENTS_PER_ROUND = flags.DEFINE_integer('clients_per_round', None,
-                                          'Clients per round (task default).')
-_BITS = flags.DEFINE_integer('bits', None, 'DP-REC index bits per group.')
-_GROUPING = flags.DEFINE_string(
-    'grouping', None, "DP-REC grouping: 'tensor', 'network' or an int.")
-_NOISE_STDDEV = flags.DEFINE_float('noise_stddev', None,
-                                   'DP-REC prior stddev (task default).')
-_L2_CLIP = flags.DEFINE_float('l2_clip', None,
-                              'DP-FedAvg / DDGauss clip (task default).')
-_NOISE_MULTIPLIER = flags.DEFINE_float(
-    'noise_multiplier', None, 'DP-FedAvg only: this noise multiplier instead '
-    'of the calibrated one (its epsilon must be within --target_epsilon).')
-_CLIP_RATIO = flags.DEFINE_float(
-    'clip_ratio', None, 'DP-REC only: this clip ratio c = clip / noise_stddev '
-    'instead of the calibrated one (its epsilon must be within '
-    '--target_epsilon).')
-_TARGET_EPSILON = flags.DEFINE_float('target_epsilon', 1.0,
-                                     'Privacy budget after all rounds.')
-_DELTA = flags.DEFINE_float('delta', None, 'Delta (default N^-1.1).')
-_SEED = flags.DEFINE_integer(
-    'seed', 0, 'First seed (initial model, client sampling).')
-_NUM_SEEDS = flags.DEFINE_integer(
-    'num_seeds', 3, 'Runs per aggregator, with seeds seed, seed+1, ...; the '
-    'table gives mean +- standard error.')
-_ACCOUNTING = flags.DEFINE_enum(
-    'accounting', accountings.DEFAULT_ACCOUNTING,
-    list(accountings.ACCOUNTINGS),
-    "Privacy accounting of DP-REC and DP-FedAvg: 'pld' (default: the "
-    "smaller of the PLD and RDP epsilons), 'rdp' (alias 'sound'), both "
-    "proven (docs/PRIVACY.md); or, for DP-REC, 'paper' (the paper's "
-    "Theorem 1, unproven for grouped messages; DP-FedAvg then uses RDP). "
-    "DDGauss has an RDP accountant only.")
-_DATA_DIR = flags.DEFINE_string(
-    'data_dir', os.path.join('data_cache'),
-    'Dataset directory (real data files, or where embedded data is cached).')
-_OUTPUT_DIR = flags.DEFINE_string('output_dir', 'output',
-                                  'Results directory (per task subfolder).')
-_EVAL_EVERY = flags.DEFINE_integer('eval_every', None,
-                                   'Evaluate every N rounds (task default).')
-_EVAL_EXAMPLES = flags.DEFINE_integer(
-    'eval_examples', None, 'Test examples for intermediate evaluations '
-    '(default: the whole test set); the final evaluation always uses the '
-    'whole test set.')
-_CLIENT_LR = flags.DEFINE_float('client_lr', None, 'Client SGD learning rate.')
-_SERVER_LR = flags.DEFINE_float('server_lr', None, 'Server learning rate.')
-_SERVER_OPTIMIZER = flags.DEFINE_enum(
-    'server_optimizer', None, ['adam', 'sgdm'],
-    'Server optimizer (task default; the paper used sgdm for SO-LR).')
-_SERVER_MOMENTUM = flags.DEFINE_float(
-    'server_momentum', None, 'Server SGD momentum (sgdm; task default).')
-_PROGRESS = flags.DEFINE_bool('progress', True, 'Show a progress bar.')
-_PLAN = flags.DEFINE_bool(
-    'plan', True,
-    "Print the planner's lines (python -m tff_dprec.plan at this setting: "
-    'DP-REC against the baselines, its break-even) before training; '
-    '--noplan skips them.')
-_VERBOSE = cli_lib.define_verbose_flag()
-_DOWNLINK = flags.DEFINE_enum(
-    'downlink', 'auto', ['auto', 'history', 'full'],
-    'Server-to-client: history = the messages since a client last took part '
-    '(or the full state when smaller; REC-based aggregators only), full = '
-    'the model; auto = history for dp_rec and rec, full for the others.')
-_RESUME = flags.DEFINE_bool(
-    'resume', True,
-    'Continue from the newest valid checkpoint in --output_dir (rounds lost '
-    'in a crash count as spent privacy); --noresume starts over and removes '
-    'the old checkpoints.')
-_INSECURE_TEST_SEED = flags.DEFINE_integer(
-    'insecure_test_seed', None,
-    'TESTS ONLY, NOT PRIVATE: DP-REC client seeds become deterministic '
-    'functions of this value and the update, so reruns are reproducible.')
-_WORKERS = flags.DEFINE_integer(
-    'workers', 0,
-    'Run on this many TFF C++ worker processes on loopback (started and '
-    'stopped by the run); 0 = the local execution context.')
-_JOBS = flags.DEFINE_integer(
-    'jobs', 1,
-    'Train the (aggregator, seed) runs in this many processes side by side, '
-    'for machines with more cores than one TFF process keeps busy (about '
-    'one to two); each writes <output_dir>/<task>/jobs/job<j>.log, and the '
-    'results are the same files as from one process. s/round then counts '
-    'the sharing of cores.')
-_POPULATION = flags.DEFINE_string('population', None,
-                                  config_lib.POPULATION_HELP)
-_VERIFY_CLIENTS = flags.DEFINE_integer(
-    'verify_replay_clients', 3,
-    'With history downlinks, replay this many clients and check their model '
-    'equals the server\'s bit for bit.')
 
 
 class FlagError(ValueError):
@@ -245,14 +142,137 @@ def main(argv):
   execute(config, fail=_fail)
 
 
-def _parse_flags(argv):
-  """absl's parser, with one line and exit code 2 for a bad flag."""
-  try:
-    return flags.FLAGS(argv)
-  except flags.Error as e:
-    print(f'error: {e}', file=sys.stderr)
-    sys.exit(2)
+def _define_flags():
+  """Defined only when run as a program (tests import this module)."""
+  _define_training_flags()
+  _define_privacy_flags()
+  _define_execution_flags()
+
+
+def _define_training_flags():
+  """What trains: the task, its data, aggregators, rounds and optimizers."""
+  # pylint: disable=global-statement
+  global _TASK, _AGGREGATORS, _ROUNDS, _CLIENTS_PER_ROUND, _SEED, _NUM_SEEDS
+  global _DATA_DIR, _POPULATION, _OUTPUT_DIR, _EVAL_EVERY, _EVAL_EXAMPLES
+  global _CLIENT_LR, _SERVER_LR, _SERVER_OPTIMIZER, _SERVER_MOMENTUM
+  _TASK = flags.DEFINE_string(
+      'task', 'stackoverflow_lr',
+      'stackoverflow_lr, emnist, shakespeare, mnist or digits.')
+  _AGGREGATORS = flags.DEFINE_list(
+      'aggregators', ['dp_rec', 'dp_rec_no_noise', 'ddgauss16',
+                      'ddgauss16_no_noise', 'dp_fedavg', 'dp_fedavg_no_noise',
+                      'dp_fedavg_rdp', 'fedavg'],
+      'Comma-separated: dp_rec, rec, dp_fedavg, dp_fedavg_rdp (DP-FedAvg '
+      'under RDP, the reference for DDGauss), ddgauss16, ddgauss12, fedavg, '
+      'dp_rec_exact_sample (DP-REC\'s exact-sample control), and <private '
+      'method>_no_noise: the method\'s clip and sampling without noise (a '
+      'control row: the cost of clipping apart from privacy).')
+  _ROUNDS = flags.DEFINE_integer('rounds', None, 'Rounds (task default).')
+  _CLIENTS_PER_ROUND = flags.DEFINE_integer('clients_per_round', None,
+                                            'Clients per round (task default).')
+  _SEED = flags.DEFINE_integer(
+      'seed', 0, 'First seed (initial model, client sampling).')
+  _NUM_SEEDS = flags.DEFINE_integer(
+      'num_seeds', 3, 'Runs per aggregator, with seeds seed, seed+1, ...; the '
+      'table gives mean +- standard error.')
+  _DATA_DIR = flags.DEFINE_string(
+      'data_dir', os.path.join('data_cache'),
+      'Dataset directory (real data files, or where embedded data is cached).')
+  _POPULATION = flags.DEFINE_string('population', None,
+                                    config_lib.POPULATION_HELP)
+  _OUTPUT_DIR = flags.DEFINE_string('output_dir', 'output',
+                                    'Results directory (per task subfolder).')
+  _EVAL_EVERY = flags.DEFINE_integer('eval_every', None,
+                                     'Evaluate every N rounds (task default).')
+  _EVAL_EXAMPLES = flags.DEFINE_integer(
+      'eval_examples', None, 'Test examples for intermediate evaluations '
+      '(default: the whole test set); the final evaluation always uses the '
+      'whole test set.')
+  _CLIENT_LR = flags.DEFINE_float('client_lr', None,
+                                  'Client SGD learning rate.')
+  _SERVER_LR = flags.DEFINE_float('server_lr', None, 'Server learning rate.')
+  _SERVER_OPTIMIZER = flags.DEFINE_enum(
+      'server_optimizer', None, ['adam', 'sgdm'],
+      'Server optimizer (task default; the paper used sgdm for SO-LR).')
+  _SERVER_MOMENTUM = flags.DEFINE_float(
+      'server_momentum', None, 'Server SGD momentum (sgdm; task default).')
+
+
+def _define_privacy_flags():
+  """The aggregators' settings and the privacy budget."""
+  # pylint: disable=global-statement
+  global _BITS, _GROUPING, _NOISE_STDDEV, _L2_CLIP, _NOISE_MULTIPLIER
+  global _CLIP_RATIO, _TARGET_EPSILON, _DELTA, _ACCOUNTING
+  global _INSECURE_TEST_SEED
+  _BITS = flags.DEFINE_integer('bits', None, 'DP-REC index bits per group.')
+  _GROUPING = flags.DEFINE_string(
+      'grouping', None, "DP-REC grouping: 'tensor', 'network' or an int.")
+  _NOISE_STDDEV = flags.DEFINE_float('noise_stddev', None,
+                                     'DP-REC prior stddev (task default).')
+  _L2_CLIP = flags.DEFINE_float('l2_clip', None,
+                                'DP-FedAvg / DDGauss clip (task default).')
+  _NOISE_MULTIPLIER = flags.DEFINE_float(
+      'noise_multiplier', None, 'DP-FedAvg only: this noise multiplier instead '
+      'of the calibrated one (its epsilon must be within --target_epsilon).')
+  _CLIP_RATIO = flags.DEFINE_float(
+      'clip_ratio', None, 'DP-REC only: this clip ratio c = clip / '
+      'noise_stddev instead of the calibrated one (its epsilon must be '
+      'within --target_epsilon).')
+  _TARGET_EPSILON = flags.DEFINE_float('target_epsilon', 1.0,
+                                       'Privacy budget after all rounds.')
+  _DELTA = flags.DEFINE_float('delta', None, 'Delta (default N^-1.1).')
+  _ACCOUNTING = flags.DEFINE_enum(
+      'accounting', accountings.DEFAULT_ACCOUNTING,
+      list(accountings.ACCOUNTINGS),
+      "Privacy accounting of DP-REC and DP-FedAvg: 'pld' (default: the "
+      "smaller of the PLD and RDP epsilons), 'rdp' (alias 'sound'), both "
+      "proven (docs/PRIVACY.md); or, for DP-REC, 'paper' (the paper's "
+      "Theorem 1, unproven for grouped messages; DP-FedAvg then uses RDP). "
+      "DDGauss has an RDP accountant only.")
+  _INSECURE_TEST_SEED = flags.DEFINE_integer(
+      'insecure_test_seed', None,
+      'TESTS ONLY, NOT PRIVATE: DP-REC client seeds become deterministic '
+      'functions of this value and the update, so reruns are reproducible.')
+
+
+def _define_execution_flags():
+  """How it runs: progress, the planner's lines, downlinks, resumption,
+  processes."""
+  # pylint: disable=global-statement
+  global _PROGRESS, _PLAN, _DOWNLINK, _RESUME, _WORKERS, _JOBS
+  global _VERIFY_CLIENTS
+  _PROGRESS = flags.DEFINE_bool('progress', True, 'Show a progress bar.')
+  _PLAN = flags.DEFINE_bool(
+      'plan', True,
+      "Print the planner's lines (python -m tff_dprec.plan at this setting: "
+      'DP-REC against the baselines, its break-even) before training; '
+      '--noplan skips them.')
+  _DOWNLINK = flags.DEFINE_enum(
+      'downlink', 'auto', ['auto', 'history', 'full'],
+      'Server-to-client: history = the messages since a client last took part '
+      '(or the full state when smaller; REC-based aggregators only), full = '
+      'the model; auto = history for dp_rec and rec, full for the others.')
+  _RESUME = flags.DEFINE_bool(
+      'resume', True,
+      'Continue from the newest valid checkpoint in --output_dir (rounds lost '
+      'in a crash count as spent privacy); --noresume starts over and removes '
+      'the old checkpoints.')
+  _WORKERS = flags.DEFINE_integer(
+      'workers', 0,
+      'Run on this many TFF C++ worker processes on loopback (started and '
+      'stopped by the run); 0 = the local execution context.')
+  _JOBS = flags.DEFINE_integer(
+      'jobs', 1,
+      'Train the (aggregator, seed) runs in this many processes side by side, '
+      'for machines with more cores than one TFF process keeps busy (about '
+      'one to two); each writes <output_dir>/<task>/jobs/job<j>.log, and the '
+      'results are the same files as from one process. s/round then counts '
+      'the sharing of cores.')
+  _VERIFY_CLIENTS = flags.DEFINE_integer(
+      'verify_replay_clients', 3,
+      'With history downlinks, replay this many clients and check their model '
+      'equals the server\'s bit for bit.')
 
 
 if __name__ == '__main__':
-  app.run(main, flags_parser=_parse_flags)
+  cli_lib.run_main(_define_flags, main, __doc__)

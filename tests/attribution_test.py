@@ -22,6 +22,7 @@ from experiments.studies import attribution_report
 from experiments.studies import attribution_rows
 from experiments.studies import reproduce
 from experiments.studies import tuning
+from tests import support
 
 # Final accuracy by (aggregator, the row's distinguishing setting).
 _ACCURACY = {'dp_fedavg': 0.70, 'dp_rec': 0.66, registry.EXACT_SAMPLE: 0.67,
@@ -174,7 +175,7 @@ class AttributionTest(tf.test.TestCase):
                  ['--part=utility', '--jobs=2'],
                  ['--part=attribution', '--jobs=0']):
       with self.assertRaises(SystemExit) as raised:
-        reproduce.main(argv + ['--output_dir', out])
+        support.run_main(reproduce, argv + ['--output_dir', out])
       self.assertEqual(raised.exception.code, 2, argv)
     with self.assertRaisesRegex(ValueError, 'jobs must be a positive'):
       attribution.run(out, jobs=0)

@@ -1234,16 +1234,13 @@ class CliTest(parameterized.TestCase):
     # three ways out is run as a command in test_bad_flags_exit_in_one_line.
     from absl import flags as absl_flags  # pylint: disable=g-import-not-at-top
     from experiments import run as run_lib  # pylint: disable=g-import-not-at-top
-    try:
-      with self.assertRaisesRegex((absl_flags.Error, TypeError, ValueError),
-                                  re.escape(message)):
-        absl_flags.FLAGS(['experiments.run', '--noprogress'] + flags)
-        run_lib.validate_flags()
-        run_lib.config_from_flags()
-    finally:
-      # Back to the defaults, parsed as conftest.py leaves them.
-      absl_flags.FLAGS.unparse_flags()
-      absl_flags.FLAGS.mark_as_parsed()
+    define_flags = run_lib._define_flags  # pylint: disable=protected-access
+    with support.command_flags(define_flags), \
+        self.assertRaisesRegex((absl_flags.Error, TypeError, ValueError),
+                               re.escape(message)):
+      absl_flags.FLAGS(['experiments.run', '--noprogress'] + flags)
+      run_lib.validate_flags()
+      run_lib.config_from_flags()
 
   @parameterized.named_parameters(
       # One command per way out: absl's parser, RunConfig's checks, and an

@@ -17,6 +17,7 @@ from experiments.studies import tuning
 from experiments.studies import real_images
 from experiments.studies import reproduce
 from tff_dprec import accounting
+from tests import support
 
 
 class RealImagesTest(parameterized.TestCase):
@@ -237,14 +238,15 @@ class RealImagesTest(parameterized.TestCase):
     for argv in (['--part=utility', '--tuning_seeds=2'],
                  ['--part=fashion_mnist', '--tuning_seeds=0']):
       with self.subTest(argv), self.assertRaises(SystemExit) as raised:
-        reproduce.main(argv + ['--output_dir',
-                               self.create_tempdir().full_path])
+        support.run_main(reproduce, argv + [
+            '--output_dir', self.create_tempdir().full_path])
       self.assertEqual(raised.exception.code, 2)
 
   def test_report_only_is_for_fashion_mnist_alone(self):
     with self.assertRaises(SystemExit) as raised:
-      reproduce.main(['--part=utility', '--report_only', '--output_dir',
-                      self.create_tempdir().full_path])
+      support.run_main(reproduce, ['--part=utility', '--report_only',
+                                   '--output_dir',
+                                   self.create_tempdir().full_path])
     self.assertEqual(raised.exception.code, 2)
 
   def test_missing_data_is_one_line_and_exit_2(self):
@@ -253,8 +255,8 @@ class RealImagesTest(parameterized.TestCase):
 
     with mock.patch.object(tasks_lib, 'create_task', missing), \
         self.assertRaises(SystemExit) as raised:
-      reproduce.main(['--part=fashion_mnist', '--output_dir',
-                      self.create_tempdir().full_path])
+      support.run_main(reproduce, ['--part=fashion_mnist', '--output_dir',
+                                   self.create_tempdir().full_path])
     self.assertEqual(raised.exception.code, 2)
 
 

@@ -14,6 +14,7 @@ from experiments.studies import paper
 from experiments.studies import paper_models
 from experiments.studies import reproduce
 from experiments.studies import utility
+from tests import support
 
 _TABLE1_TASKS = {'MNIST': 'mnist', 'FEMNIST': 'femnist',
                  'Shakespeare': 'shakespeare', 'SO LR': 'stackoverflow_lr'}
@@ -212,7 +213,7 @@ class QuickEndToEndTest(tf.test.TestCase):
     super().setUpClass()
     cls.output_dir = os.path.join(
         tf.compat.v1.test.get_temp_dir(), 'reproduce_quick')
-    reproduce.main([f'--output_dir={cls.output_dir}', '--quick'])
+    support.run_main(reproduce, [f'--output_dir={cls.output_dir}', '--quick'])
     with open(os.path.join(cls.output_dir, 'reproduce.json')) as f:
       cls.cells = json.load(f)
     with open(os.path.join(cls.output_dir, 'REPRODUCTION.md')) as f:

@@ -64,12 +64,11 @@ def run_in_process(args, env_extra=None, plan=False):
   # Files, not StringIO: TFF starts its worker with this stdout and stderr.
   with tempfile.TemporaryFile('w+') as out, \
       tempfile.TemporaryFile('w+') as err:
-    try:
-      with mock.patch.dict(os.environ, env), \
-          contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), \
-          _errors_to(err):
-        os.environ.pop(KILL_ENV, None)
-        flags.FLAGS.unparse_flags()
+    with mock.patch.dict(os.environ, env), \
+        contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), \
+        _errors_to(err):
+      os.environ.pop(KILL_ENV, None)
+      with command_flags(run_lib._define_flags):  # pylint: disable=protected-access
         try:
           flags.FLAGS(argv)
           run_lib.validate_flags()
@@ -78,12 +77,8 @@ def run_in_process(args, env_extra=None, plan=False):
           error = e
         else:
           error = run_lib.execute(config)
-        if error is not None:
-          print(f'error: {error}', file=sys.stderr)
-    finally:
-      # Back to the defaults, parsed as conftest.py leaves them.
-      flags.FLAGS.unparse_flags()
-      flags.FLAGS.mark_as_parsed()
+      if error is not None:
+        print(f'error: {error}', file=sys.stderr)
     texts = []
     for f in (out, err):
       f.flush()
@@ -91,6 +86,46 @@ def run_in_process(args, env_extra=None, plan=False):
       texts.append(f.read())
   return subprocess.CompletedProcess(argv, 0 if error is None else 2,
                                      *texts)
+
+
+@contextlib.contextmanager
+def command_flags(define_flags):
+  """Within: a command's flags defined as `cli.run_main` defines them
+  (--verbose and `define_flags()`'s), unparsed; after: removed, absl's
+  flags unparsed (parsed as conftest.py leaves them if they were).
+
+  Commands share flag names (--task, --rounds), so a process that runs
+  several, a test's, defines one command's flags at a time.
+  """
+  from absl import flags  # pylint: disable=g-import-not-at-top
+  from experiments.runner import cli  # pylint: disable=g-import-not-at-top
+  was_parsed = flags.FLAGS.is_parsed()
+  names = cli.define_command_flags(define_flags)
+  try:
+    flags.FLAGS.unparse_flags()
+    yield
+  finally:
+    for name in names:
+      delattr(flags.FLAGS, name)
+    flags.FLAGS.unparse_flags()
+    if was_parsed:
+      flags.FLAGS.mark_as_parsed()
+
+
+def run_main(module, args):
+  """`python -m experiments.<command> *args` in this process, `module`
+  being the command's (a study's, or `experiments.run` up to its flags:
+  its `main` ends the process on a refusal).
+
+  The command's flags are defined for the call, parsed by `cli.parse_flags`
+  and `main` runs under `cli.call_main`, as `cli.run_main` runs them: a
+  refusal prints its `error:` line and raises SystemExit(2), --help prints
+  the help and raises SystemExit(0). Returns `main`'s value.
+  """
+  from experiments.runner import cli  # pylint: disable=g-import-not-at-top
+  with command_flags(module._define_flags):  # pylint: disable=protected-access
+    argv = cli.parse_flags([module.__name__] + list(args), doc=module.__doc__)
+    return cli.call_main(module.main, argv)
 
 
 @contextlib.contextmanager

@@ -19,11 +19,14 @@ The lower bound must stay below the accountant's local epsilon
 (`tff_dprec.accounting.dp_rec_local_epsilon`, sound accounting).
 """
 
-import argparse
 import math
 
+from absl import app
+from absl import flags
 import numpy as np
 from scipy import stats
+
+from experiments.runner import cli as cli_lib
 
 
 def run_audit(*, dim: int = 16, clip_ratio: float = 2.0, bits: int = 7,
@@ -119,21 +122,15 @@ def _clopper_pearson_upper(successes, n, alpha):
   return float(stats.beta.ppf(1 - alpha, successes + 1, n - successes))
 
 
-def main(argv=None):
-  parser = argparse.ArgumentParser(prog='python -m experiments.audit',
-                                   description=__doc__.splitlines()[0])
-  parser.add_argument('--dim', type=int, default=16)
-  parser.add_argument('--clip_ratio', type=float, default=2.0)
-  parser.add_argument('--bits', type=int, default=7)
-  parser.add_argument('--groups', type=int, default=4)
-  parser.add_argument('--trials', type=int, default=20000)
-  parser.add_argument('--delta', type=float, default=1e-5)
-  parser.add_argument('--seed', type=int, default=0)
-  args = parser.parse_args(argv)
-  if args.trials < 100:
-    parser.error(f'--trials must be at least 100, found {args.trials}.')
-  result = run_audit(dim=args.dim, clip_ratio=args.clip_ratio, bits=args.bits,
-                     groups=args.groups, trials=args.trials, delta=args.delta, seed=args.seed)
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
+  if _TRIALS.value < 100:
+    cli_lib.fail(f'--trials must be at least 100, found {_TRIALS.value}.')
+  result = run_audit(dim=_DIM.value, clip_ratio=_CLIP_RATIO.value,
+                     bits=_BITS.value, groups=_GROUPS.value,
+                     trials=_TRIALS.value, delta=_DELTA.value,
+                     seed=_SEED.value)
   print(f"DP-REC audit: c={result['clip_ratio']} bits={result['bits']} "
         f"x {result['total_bits'] // result['bits']} groups "
         f"d={result['dim']} trials={result['trials']} "
@@ -146,5 +143,16 @@ def main(argv=None):
         f"{result['accountant_epsilon']:.3f}")
 
 
-if __name__ == '__main__':
-  main()
+def _define_flags():
+  """Defined only when run as a program (tests import this module)."""
+  # pylint: disable=global-statement
+  global _DIM, _CLIP_RATIO, _BITS, _GROUPS, _TRIALS, _DELTA, _SEED
+  _DIM = flags.DEFINE_integer('dim', 16, 'Dimension of the update.')
+  _CLIP_RATIO = flags.DEFINE_float('clip_ratio', 2.0,
+                                   'c = l2_clip / noise_stddev.')
+  _BITS = flags.DEFINE_integer('bits', 7, 'Index bits per group.')
+  _GROUPS = flags.DEFINE_integer('groups', 4, 'Groups of the release.')
+  _TRIALS = flags.DEFINE_integer('trials', 20000,
+                                 'Releases per input (at least 100).')
+  _DELTA = flags.DEFINE_float('delta', 1e-5, 'Delta of the bound.')
+  _SEED = flags.DEFINE_integer('seed', 0, "The audit's NumPy seed.")

@@ -1,7 +1,8 @@
-"""Benchmarks: `python -m experiments.bench codec|history|rounds`.
+"""Benchmarks: `python -m experiments.bench <name>`, each name below.
 
-rounds: client-rounds per second through the TFF process
-(`experiments.studies.throughput`).
+rounds: client-rounds per second through the TFF process; images: image
+rounds with the clients' images as round tensors against the dataset
+computation that inlines them (both `experiments.studies.throughput`).
 
 history: for a logistic-regression model of the SO-LR embedded size (1000
 words x 50 tags) with Adam on the server, prints the client's replay time per
@@ -16,15 +17,18 @@ throughput for the same K x d in the same blocks (generation plus a sum, the
 least work that keeps the generator from being optimised away), the decode
 time next to the time to generate one candidate, and the encoder's peak extra
 memory (each configuration runs in a fresh subprocess: growth of the peak
-RSS over the first encode, and the process's peak RSS).
+RSS over the first encode, and the process's peak RSS). codec_one measures
+one configuration (--dim, --bits) in this process and prints it as one JSON
+line.
 """
 
-import argparse
 import json
 import resource
 import subprocess
 import sys
 import time
+
+from absl import flags
 
 from experiments.runner import cli as cli_lib
 from experiments.studies import throughput
@@ -108,7 +112,7 @@ def codec(dims, bits_list, repeats):
   for dim in dims:
     for bits in bits_list:
       out = subprocess.run(
-          [sys.executable, '-m', 'experiments.studies.bench', 'codec_one',
+          [sys.executable, '-m', 'experiments.bench', 'codec_one',
            f'--dim={dim}', f'--bits={bits}', f'--repeats={repeats}'],
           check=True, capture_output=True, text=True)
       row = json.loads(out.stdout.strip().splitlines()[-1])
@@ -213,64 +217,88 @@ def history_bench(words: int, tags: int, clients_per_round: int,
       checkpoint_save_ms=save_s * 1e3, checkpoint_mib=size / 2**20 / repeats)
 
 
-def main(argv=None):
-  parser = argparse.ArgumentParser(prog='python -m experiments.bench')
-  cli_lib.add_verbose_argument(parser)
-  parser.add_argument('what', choices=['codec', 'codec_one', 'history',
-                                       'rounds', 'images'])
-  parser.add_argument('--aggregators',
-                      default=','.join(throughput.DEFAULT_AGGREGATORS))
-  parser.add_argument('--paths', default=','.join(throughput.PATHS))
-  parser.add_argument('--data_dir', default='data_cache')
-  parser.add_argument('--words', type=int, default=1000)
-  parser.add_argument('--tags', type=int, default=50)
-  parser.add_argument('--clients_per_round', type=int, default=40)
-  parser.add_argument('--rounds', type=int, default=None,
-                      help='history: 60; rounds: 6')
-  parser.add_argument('--dim', type=int, default=10**4)
-  parser.add_argument('--bits', type=int, default=7)
-  parser.add_argument('--dims', default='10000,1000000')
-  parser.add_argument('--bits_list', default='4,7,10')
-  parser.add_argument('--repeats', type=int, default=3)
-  args = parser.parse_args(argv)
-  if args.what == 'rounds':
-    from experiments.infra import worker_reaper  # pylint: disable=g-import-not-at-top
-    worker_reaper.install()
-    try:
-      throughput.run(args.aggregators.split(','), args.paths.split(','),
-                     rounds=args.rounds or 6,
-                     clients_per_round=args.clients_per_round,
-                     data_dir=args.data_dir)
-    finally:
-      worker_reaper.reap_context_workers()
-    return
-  if args.what == 'images':
-    from experiments.infra import worker_reaper  # pylint: disable=g-import-not-at-top
-    worker_reaper.install()
-    try:
-      aggregators = args.aggregators.split(',') if (
-          args.aggregators != ','.join(throughput.DEFAULT_AGGREGATORS)) else (
-              'fedavg', 'dp_rec')
-      throughput.run_images(aggregators, rounds=args.rounds or 6,
-                            data_dir=args.data_dir)
-    finally:
-      worker_reaper.reap_context_workers()
-    return
-  if args.what == 'history':
-    from experiments.infra import worker_reaper  # pylint: disable=g-import-not-at-top
-    worker_reaper.install()
-    row = history_bench(args.words, args.tags, args.clients_per_round,
-                        args.rounds or 60, args.repeats)
-    for key, value in row.items():
-      print(f'{key:>24}: {value:.4g}' if isinstance(value, float)
-            else f'{key:>24}: {value}')
-    return
-  if args.what == 'codec_one':
-    print(json.dumps(codec_one(args.dim, args.bits, args.repeats)))
-  else:
-    codec([int(x) for x in args.dims.split(',')],
-          [int(x) for x in args.bits_list.split(',')], args.repeats)
+def main(argv):
+  """Runs the benchmark that the one positional argument names."""
+  benchmark = _BENCHMARKS.get(argv[1]) if len(argv) == 2 else None
+  if benchmark is None:
+    cli_lib.fail(f'name one benchmark of {", ".join(_BENCHMARKS)} '
+                 f'(python -m experiments.bench <name>), found {argv[1:]}.')
+  benchmark()
 
 
-if __name__ == '__main__':
-  main()
+def _rounds():
+  from experiments.infra import worker_reaper  # pylint: disable=g-import-not-at-top
+  worker_reaper.install()
+  try:
+    throughput.run(_AGGREGATORS.value, _PATHS.value,
+                   rounds=_ROUNDS.value or 6,
+                   clients_per_round=_CLIENTS.value,
+                   data_dir=_DATA_DIR.value)
+  finally:
+    worker_reaper.reap_context_workers()
+
+
+def _images():
+  from experiments.infra import worker_reaper  # pylint: disable=g-import-not-at-top
+  worker_reaper.install()
+  try:
+    aggregators = _AGGREGATORS.value if (
+        _AGGREGATORS.value != list(throughput.DEFAULT_AGGREGATORS)) else (
+            'fedavg', 'dp_rec')
+    throughput.run_images(aggregators, rounds=_ROUNDS.value or 6,
+                          data_dir=_DATA_DIR.value)
+  finally:
+    worker_reaper.reap_context_workers()
+
+
+def _history():
+  from experiments.infra import worker_reaper  # pylint: disable=g-import-not-at-top
+  worker_reaper.install()
+  row = history_bench(_WORDS.value, _TAGS.value, _CLIENTS.value,
+                      _ROUNDS.value or 60, _REPEATS.value)
+  for key, value in row.items():
+    print(f'{key:>24}: {value:.4g}' if isinstance(value, float)
+          else f'{key:>24}: {value}')
+
+
+def _codec_one():
+  print(json.dumps(codec_one(_DIM.value, _BITS.value, _REPEATS.value)))
+
+
+def _codec():
+  codec([int(x) for x in _DIMS.value], [int(x) for x in _BITS_LIST.value],
+        _REPEATS.value)
+
+
+# The benchmarks by name: `python -m experiments.bench <name>` runs one.
+_BENCHMARKS = {'codec': _codec, 'codec_one': _codec_one,
+               'history': _history, 'rounds': _rounds, 'images': _images}
+
+
+def _define_flags():
+  """Defined only when run as a program (tests import this module)."""
+  # pylint: disable=global-statement
+  global _AGGREGATORS, _PATHS, _DATA_DIR, _WORDS, _TAGS, _CLIENTS, _ROUNDS
+  global _DIM, _BITS, _DIMS, _BITS_LIST, _REPEATS
+  _AGGREGATORS = flags.DEFINE_list(
+      'aggregators', list(throughput.DEFAULT_AGGREGATORS),
+      'rounds, images: the aggregators (images: fedavg and dp_rec unless '
+      'given).')
+  _PATHS = flags.DEFINE_list('paths', list(throughput.PATHS),
+                             'rounds: the paths through the TFF process.')
+  _DATA_DIR = flags.DEFINE_string('data_dir', 'data_cache',
+                                  'rounds, images: the data directory.')
+  _WORDS = flags.DEFINE_integer('words', 1000, 'history: vocabulary size.')
+  _TAGS = flags.DEFINE_integer('tags', 50, 'history: tags.')
+  _CLIENTS = flags.DEFINE_integer('clients_per_round', 40,
+                                  'history, rounds: clients per round.')
+  _ROUNDS = flags.DEFINE_integer('rounds', None,
+                                 'history: 60; rounds, images: 6.')
+  _DIM = flags.DEFINE_integer('dim', 10**4, 'codec_one: the dimension.')
+  _BITS = flags.DEFINE_integer('bits', 7, 'codec_one: bits.')
+  _DIMS = flags.DEFINE_list('dims', ['10000', '1000000'],
+                            'codec: the dimensions.')
+  _BITS_LIST = flags.DEFINE_list('bits_list', ['4', '7', '10'],
+                                 'codec: the bits.')
+  _REPEATS = flags.DEFINE_integer('repeats', 3,
+                                  'Timings per measurement (the best kept).')

@@ -228,7 +228,6 @@ def _define_flags():
   # pylint: disable=global-statement
   global _STUDY, _CLIENTS, _BITS, _SIGMA, _ROUNDS, _TARGET_EPSILON
   global _NUM_SEEDS, _FRONTIER_DIR, _REPORT_ONLY
-  cli_lib.define_verbose_flag()
   _STUDY = cli_lib.define_study_flags('results/bits')
   _CLIENTS = flags.DEFINE_integer('clients_per_round', 2560,
                                   'Clients per round B.', lower_bound=1)
@@ -249,13 +248,3 @@ def _define_flags():
       'report_only', False,
       'Train nothing: write the table from the runs that have finished.')
 
-
-def cli():
-  """The command line: `python -m experiments.bits`."""
-  _define_flags()
-  with cli_lib.one_line_write_failures():  # A full disk: one line.
-    app.run(main)
-
-
-if __name__ == '__main__':
-  cli()

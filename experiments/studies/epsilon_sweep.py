@@ -392,7 +392,6 @@ def _define_flags():
   # pylint: disable=global-statement
   global _STUDY, _AGGREGATORS, _EPSILONS, _NUM_SEEDS, _TUNE_SEEDS, _GRIDS
   global _CONTROLS, _ROUNDS
-  cli_lib.define_verbose_flag()
   _STUDY = cli_lib.define_study_flags('output/epsilon_sweep')
   _AGGREGATORS = flags.DEFINE_list('aggregators', ['dp_rec', 'dp_fedavg'],
                                    'Private aggregators to sweep.')
@@ -410,13 +409,3 @@ def _define_flags():
   _CONTROLS = flags.DEFINE_boolean(
       'controls', True, 'Run each point\'s <aggregator>_no_noise control.')
 
-
-def cli():
-  """The command line: `python -m experiments.epsilon_sweep`."""
-  _define_flags()
-  with cli_lib.one_line_write_failures():  # A full disk: one line.
-    app.run(main)
-
-
-if __name__ == '__main__':
-  cli()

@@ -154,8 +154,9 @@ def main(argv):
                                       extensions=_EXTEND_EDGES.value,
                                       report_only=_REPORT_ONLY.value)
   rows = report_lib.summarize(done)
-  paths = report_lib.write(os.path.join(_STUDY.output_dir.value, _STUDY.task.value),
-                rows, context, label)
+  paths = report_lib.write(
+      os.path.join(_STUDY.output_dir.value, _STUDY.task.value), rows, context,
+      label)
   print(report_lib.report_text(rows, context, label))
   print('Wrote ' + ', '.join(paths) +
         f'; wall time {time.time() - start:.0f} s.')
@@ -166,7 +167,6 @@ def _define_flags():
   # pylint: disable=global-statement
   global _STUDY, _POINTS, _GRIDS, _ROUNDS, _TARGET_EPSILON, _NUM_SEEDS
   global _TUNE_SEEDS, _EXTEND_EDGES, _REPORT_ONLY
-  cli_lib.define_verbose_flag()
   _STUDY = cli_lib.define_study_flags('results/frontier')
   _POINTS = flags.DEFINE_string(
       'points', points_lib.DEFAULT_POINTS,
@@ -193,13 +193,3 @@ def _define_flags():
       'finished (safe while another invocation is training; give it the '
       'same --points, --grids and --extend_edges).')
 
-
-def cli():
-  """The command line: `python -m experiments.frontier`."""
-  _define_flags()
-  with cli_lib.one_line_write_failures():  # A full disk: one line.
-    app.run(main)
-
-
-if __name__ == '__main__':
-  cli()

@@ -1,17 +1,27 @@
 """Privacy tables of docs/PRIVACY.md: `python -m experiments.privacy_tables`.
 
-1. The one-group channel bounds against the Gaussian mechanism's a c^2 / 2.
-2. The paper's Table 1 clip ratios and the main job: epsilon under the
-   paper's accounting, the RDP one and the PLD one (the default), and the
-   clip ratio, local epsilon and DP-FedAvg noise calibrated to each target.
+1. channel: the one-group channel bounds against the Gaussian mechanism's
+   a c^2 / 2.
+2. table1: the paper's Table 1 clip ratios and the main job: epsilon under
+   the paper's accounting, the RDP one and the PLD one (the default), and
+   the clip ratio, local epsilon and DP-FedAvg noise calibrated to each
+   target.
+
+`--tables` prints some of them (both by default).
 """
 
-import argparse
 import warnings
 
+from absl import app
+from absl import flags
 import numpy as np
 
+from experiments.runner import cli as cli_lib
 from tff_dprec import accounting
+
+CHANNEL = 'channel'
+TABLE1 = 'table1'
+TABLES = (CHANNEL, TABLE1)
 
 # (task, c, N, B, T, paper's epsilon, groups) from the paper's Appendix C;
 # 7 bits per group. SO-LR's logistic regression has 2 tensors, but the
@@ -78,16 +88,31 @@ def table1_rows():
   return rows
 
 
-def main(argv=None):
-  parser = argparse.ArgumentParser(prog='python -m experiments.privacy_tables',
-                                   description=__doc__.splitlines()[0])
-  parser.parse_args(argv)
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
+  tables = _TABLES.value
+  unknown = sorted(set(tables) - set(TABLES))
+  if unknown or not tables:
+    cli_lib.fail(f'--tables must name some of {", ".join(TABLES)}, found '
+                 f'{",".join(tables)!r}.')
+  if CHANNEL in tables:
+    _print_channel()
+  if CHANNEL in tables and TABLE1 in tables:
+    print()
+  if TABLE1 in tables:
+    _print_table1()
+
+
+def _print_channel():
   print('Channel bounds / Gaussian a c^2/2 (reverse exact / forward bound):')
   print('| c | bits | a=2 | a=4 | a=8 |\n|---|---|---|---|---|')
   for c, b, rev, fwd in channel_ratios():
     cells = ' | '.join(f'{r:.3f} / {f:.3f}' for r, f in zip(rev, fwd))
     print(f'| {c} | {b} | {cells} |')
-  print()
+
+
+def _print_table1():
   print('The paper\'s Table 1 clip ratios (7 bits per group) and the main '
         'job, delta = N^-1.1. eps at the paper\'s c; c, local eps (one '
         'participation at that c) and DP-FedAvg\'s z at the paper\'s eps '
@@ -109,5 +134,11 @@ def main(argv=None):
           f"{pair('dp_fedavg_z', '{:.4f}')} |")
 
 
-if __name__ == '__main__':
-  main()
+
+def _define_flags():
+  """Defined only when run as a program (tests import this module)."""
+  global _TABLES  # pylint: disable=global-statement
+  _TABLES = flags.DEFINE_list(
+      'tables', list(TABLES),
+      f'Which tables: {CHANNEL} (the channel bounds, a second), {TABLE1} '
+      '(the Table 1 rows, calibrated under both accountings: minutes).')

@@ -53,10 +53,12 @@ number with the line of shared/paper/dp-rec.tex it is printed on
 (tests/reproduce_test.py checks each against the .tex).
 """
 
-import argparse
 import os
-import sys
 import time
+import types
+
+from absl import app
+from absl import flags
 
 from experiments.runner import cli as cli_lib
 from experiments.infra import atomic_files
@@ -99,43 +101,18 @@ def _write(config, cells, runs, seconds, ablations):
       rendering.render_markdown(config, cells, runs, seconds, ablations))
 
 
-def main(argv=None):
-  parser = argparse.ArgumentParser(prog='python -m experiments.reproduce',
-                                   description=__doc__.splitlines()[0])
-  cli_lib.add_verbose_argument(parser)
-  parser.add_argument('--output_dir', required=True)
-  parser.add_argument('--part', default=','.join(paper.DEFAULT_PARTS),
-                      help='comma-separated subset of '
-                      f'{",".join(paper.PARTS + REAL_DATA_PARTS)}')
-  parser.add_argument('--quick', action='store_true',
-                      help='a version for the tests (about 2 minutes: toy '
-                      'training)')
-  parser.add_argument('--data_dir', default='data_cache',
-                      help='data for --part=utility,ablations')
-  parser.add_argument('--sampling_seeds', type=int, default=3)
-  parser.add_argument('--training_seeds', type=int, default=None,
-                      help='utility, ablations: 3; fashion_mnist: 2')
-  parser.add_argument('--rounds', type=int, default=None,
-                      help='rounds per run: fashion_mnist 300, '
-                      'attribution 1000')
-  parser.add_argument('--tuning_seeds', type=int, default=None,
-                      help='fashion_mnist only: seeds per tuning setting '
-                      '(2)')
-  parser.add_argument('--report_only', action='store_true',
-                      help='fashion_mnist, attribution: train nothing; '
-                      'write the table and curves from the runs finished '
-                      'so far')
-  parser.add_argument('--jobs', type=int, default=None,
-                      help='attribution only: seeds of a row trained side '
-                      'by side in processes (1)')
-  args = parser.parse_args(argv)
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
+  args = types.SimpleNamespace(**{name: holder.value
+                                  for name, holder in _FLAGS.items()})
   parts = tuple(p for p in args.part.split(',') if p)
   real_data = tuple(p for p in parts if p in REAL_DATA_PARTS)
   parts = tuple(p for p in parts if p not in REAL_DATA_PARTS)
   try:
     config = _checked_config(args, parts, real_data)
   except ValueError as e:
-    parser.error(str(e))
+    cli_lib.fail(e)
   cli_lib.quiet_logs()
   start = time.time()
 
@@ -213,13 +190,47 @@ def _real_data(args, log, part):
                                     real_images.TUNING_SEEDS))
   except task_types.MissingDataError as e:
     worker_reaper.reap()
-    print(f'error: {e}', file=sys.stderr)
-    sys.exit(2)
+    cli_lib.fail(e)
   finally:
     worker_reaper.reap_context_workers()
   print(f'Wrote {args.output_dir}/{part}.md, {part}.csv and '
         f'{part}_curves.png; wall time {time.time() - start:.0f} s.')
 
 
-if __name__ == '__main__':
-  main()
+# The command's flags by name (`_define_flags`); `main` reads them as the
+# namespace `_checked_config` and `_real_data` take.
+_FLAGS = {}
+
+
+def _define_flags():
+  """Defined only when run as a program (tests import this module)."""
+  _FLAGS.update(
+      output_dir=flags.DEFINE_string(
+          'output_dir', None, 'Where reproduce.json, REPRODUCTION.md and '
+          "the parts' files go (required)."),
+      part=flags.DEFINE_string(
+          'part', ','.join(paper.DEFAULT_PARTS), 'Comma-separated subset of '
+          f'{",".join(paper.PARTS + REAL_DATA_PARTS)}.'),
+      quick=flags.DEFINE_bool(
+          'quick', False,
+          'A version for the tests (about 2 minutes: toy training).'),
+      data_dir=flags.DEFINE_string('data_dir', 'data_cache',
+                                   'Data for --part=utility,ablations.'),
+      sampling_seeds=flags.DEFINE_integer(
+          'sampling_seeds', 3, 'Communication: client-sampling seeds.'),
+      training_seeds=flags.DEFINE_integer(
+          'training_seeds', None, 'Utility, ablations: 3; fashion_mnist: 2.'),
+      rounds=flags.DEFINE_integer(
+          'rounds', None,
+          'Rounds per run: fashion_mnist 300, attribution 1000.'),
+      tuning_seeds=flags.DEFINE_integer(
+          'tuning_seeds', None,
+          'fashion_mnist only: seeds per tuning setting (2).'),
+      report_only=flags.DEFINE_bool(
+          'report_only', False,
+          'fashion_mnist, attribution: train nothing; write the table and '
+          'curves from the runs finished so far.'),
+      jobs=flags.DEFINE_integer(
+          'jobs', None, 'attribution only: seeds of a row trained side by '
+          'side in processes (1).'))
+  flags.mark_flag_as_required('output_dir')

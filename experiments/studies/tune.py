@@ -80,7 +80,6 @@ def _define_flags():
   """Defined only when run as a program (tests import this module)."""
   # pylint: disable=global-statement
   global _STUDY, _AGGREGATOR, _GRID, _ROUNDS, _CLIENTS, _EPSILON, _NUM_SEEDS
-  cli_lib.define_verbose_flag()
   _STUDY = cli_lib.define_study_flags('output/tune')
   _AGGREGATOR = flags.DEFINE_string('aggregator', 'dp_fedavg',
                                     'The aggregator to tune.')
@@ -91,13 +90,3 @@ def _define_flags():
   _EPSILON = flags.DEFINE_float('target_epsilon', 1.0, 'Privacy target.')
   _NUM_SEEDS = flags.DEFINE_integer('num_seeds', 1, 'Seeds per setting.')
 
-
-def cli():
-  """The command line: `python -m experiments.tune`."""
-  _define_flags()
-  with cli_lib.one_line_write_failures():  # A full disk: one line.
-    app.run(main)
-
-
-if __name__ == '__main__':
-  cli()
