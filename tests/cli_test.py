@@ -26,6 +26,8 @@ import tensorflow as tf
 from experiments import run as run_lib
 from experiments.data import tasks as tasks_lib
 from experiments.runner import cli
+from experiments.runner import finished
+from experiments.runner import run_setup
 from experiments.runner import training
 from experiments.studies import audit
 from experiments.studies import bench
@@ -250,9 +252,9 @@ class NormalRunTest(tf.test.TestCase):
     stack = contextlib.ExitStack()
     for target, name, value in (
         (training, 'run', _fake_run(trained)),
-        (training, 'calibrated_aggregator', calibrated),
-        (training, 'finished_records', lambda config: []),
-        (training, 'reference_context',
+        (run_setup, 'calibrated_aggregator', calibrated),
+        (finished, 'finished_records', lambda config, task=None: []),
+        (run_setup, 'reference_context',
          lambda *a: dict(initial_metric=0.1)),
         (tasks_lib, 'create_task', lambda *a, **k: _fake_task())):
       stack.enter_context(mock.patch.object(target, name, value))
