@@ -26,6 +26,7 @@ from experiments.data import stackoverflow_task
 from experiments.runner import execution
 from experiments.runner import registry
 from experiments.runner import sampling
+from experiments.studies import bench
 from experiments.studies import throughput
 
 _TINY = dict(seed=2, train_clients=12, heldout_clients=4, test_clients=4,
@@ -143,6 +144,15 @@ class BenchmarkTest(tf.test.TestCase):
       throughput.run(rounds=1, data_dir=data_dir)
     with self.assertRaisesRegex(ValueError, "paths: unknown 'slow'"):
       throughput.run(paths=('slow',), data_dir=data_dir)
+
+  def test_in_law_table_gives_the_ratios(self):
+    steady = {(40, 'dp_fedavg'): 0.2, (40, 'dp_rec_in_law'): 0.25,
+              (40, 'dp_rec'): 1.0, (640, 'dp_fedavg'): 2.0,
+              (640, 'dp_rec_in_law'): 2.4, (640, 'dp_rec'): 12.0}
+    lines = bench.in_law_table(steady).splitlines()
+    self.assertEqual(lines[2], '| 40 | 0.200 | 0.250 | 1.000 | 1.25x | 4.0x |')
+    self.assertEqual(lines[3],
+                     '| 640 | 2.000 | 2.400 | 12.000 | 1.20x | 5.0x |')
 
 
 if __name__ == '__main__':

@@ -4,6 +4,11 @@ rounds: client-rounds per second through the TFF process; images: image
 rounds with the clients' images as round tensors against the dataset
 computation that inlines them (both `experiments.studies.throughput`).
 
+in_law: steady s/round of DP-FedAvg, DP-REC simulated in law
+(`dp_rec_in_law`) and DP-REC with its codec at each `--sizes` B (embedded
+SO-LR, the main job's calibration at each B), in one sitting, with the
+ratios in law / DP-FedAvg and codec / in law.
+
 history: for a logistic-regression model of the SO-LR embedded size (1000
 words x 50 tags) with Adam on the server, prints the client's replay time per
 round of B messages next to the server's decode of the same round, the server's
@@ -238,6 +243,37 @@ def _rounds():
     worker_reaper.reap_context_workers()
 
 
+def _in_law():
+  """s/round of DP-REC in law against the codec and DP-FedAvg, per B."""
+  from experiments.infra import worker_reaper  # pylint: disable=g-import-not-at-top
+  worker_reaper.install()
+  names = ('dp_fedavg', 'dp_rec_in_law', 'dp_rec')
+  steady = {}
+  try:
+    for clients in (int(b) for b in _SIZES.value):
+      measured = throughput.run(names, ('fast',), rounds=_ROUNDS.value or 4,
+                                clients_per_round=clients,
+                                data_dir=_DATA_DIR.value, floors=False)
+      for row in measured['rows']:
+        steady[(clients, row['aggregator'])] = row['steady_seconds_per_round']
+  finally:
+    worker_reaper.reap_context_workers()
+  print(in_law_table(steady))
+
+
+def in_law_table(steady: dict) -> str:
+  """Steady s/round by (B, aggregator) as a table with the ratios."""
+  lines = ['| B | DP-FedAvg s/round | DP-REC in law s/round | DP-REC (codec) '
+           's/round | in law / DP-FedAvg | codec / in law |',
+           '|---|---|---|---|---|---|']
+  for clients in sorted({b for b, _ in steady}):
+    fedavg, law, codec_ = (steady[(clients, n)] for n in (
+        'dp_fedavg', 'dp_rec_in_law', 'dp_rec'))
+    lines.append(f'| {clients} | {fedavg:.3f} | {law:.3f} | {codec_:.3f} | '
+                 f'{law / fedavg:.2f}x | {codec_ / law:.1f}x |')
+  return '\n'.join(lines)
+
+
 def _images():
   from experiments.infra import worker_reaper  # pylint: disable=g-import-not-at-top
   worker_reaper.install()
@@ -272,13 +308,15 @@ def _codec():
 
 # The benchmarks by name: `python -m experiments.bench <name>` runs one.
 _BENCHMARKS = {'codec': _codec, 'codec_one': _codec_one,
-               'history': _history, 'rounds': _rounds, 'images': _images}
+               'history': _history, 'rounds': _rounds, 'images': _images,
+               'in_law': _in_law}
 
 
 def _define_flags():
   """Defined only when run as a program (tests import this module)."""
   # pylint: disable=global-statement
   global _AGGREGATORS, _PATHS, _DATA_DIR, _WORDS, _TAGS, _CLIENTS, _ROUNDS
+  global _SIZES
   global _DIM, _BITS, _DIMS, _BITS_LIST, _REPEATS
   _AGGREGATORS = flags.DEFINE_list(
       'aggregators', list(throughput.DEFAULT_AGGREGATORS),
@@ -293,7 +331,9 @@ def _define_flags():
   _CLIENTS = flags.DEFINE_integer('clients_per_round', 40,
                                   'history, rounds: clients per round.')
   _ROUNDS = flags.DEFINE_integer('rounds', None,
-                                 'history: 60; rounds, images: 6.')
+                                 'history: 60; rounds, images: 6; in_law: 4.')
+  _SIZES = flags.DEFINE_list('sizes', ['40', '640', '2560'],
+                             'in_law: the clients per round B.')
   _DIM = flags.DEFINE_integer('dim', 10**4, 'codec_one: the dimension.')
   _BITS = flags.DEFINE_integer('bits', 7, 'codec_one: bits.')
   _DIMS = flags.DEFINE_list('dims', ['10000', '1000000'],

@@ -243,8 +243,9 @@ def encode_floor(aggregator, value_type, clients: int, repeats: int = 3) -> floa
 
 def run(aggregators=DEFAULT_AGGREGATORS, paths=PATHS, rounds: int = 6,
         clients_per_round: int = 40, data_dir: str = 'data_cache',
-        embedded_config=None, print_fn=print) -> dict:
-  """Measures every (path, aggregator); prints and returns the figures."""
+        embedded_config=None, print_fn=print, floors: bool = True) -> dict:
+  """Measures every (path, aggregator); prints and returns the figures
+  (`floors=False`: without the local-training and encode floors)."""
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
   from experiments.runner import execution  # pylint: disable=g-import-not-at-top
   from experiments.runner import registry  # pylint: disable=g-import-not-at-top
@@ -258,13 +259,16 @@ def run(aggregators=DEFAULT_AGGREGATORS, paths=PATHS, rounds: int = 6,
     execution.allow_oversize_protos()
   rows, aggregators_by_name = [], {}
   for name in aggregators:
-    aggregator = run_setup.calibrated_aggregator(task, config, name, record_messages=False)
+    aggregator = run_setup.calibrated_aggregator(task, config, name,
+                                                 record_messages=False)
     aggregators_by_name[name] = aggregator
     for path in paths:
       row = measure_path(task, config, aggregator, path, sampled)
       rows.append(row)
       _print_row(row, name, path, print_fn)
   tff.backends.native.set_sync_local_cpp_execution_context()
+  if not floors:
+    return dict(rows=[dataclasses.asdict(r) for r in rows])
   floor, encode = _floors(task, config, aggregators_by_name, sampled, print_fn)
   _print_table(rows, aggregators, floor, encode, print_fn)
   return dict(rows=[dataclasses.asdict(r) for r in rows],
