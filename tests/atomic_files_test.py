@@ -19,6 +19,14 @@ class AtomicFilesTest(absltest.TestCase):
   def _leftovers(self):
     return sorted(set(os.listdir(self.folder)) - {'out.json'})
 
+  def test_write_csv_takes_every_key_in_first_seen_order(self):
+    path = os.path.join(self.create_tempdir().full_path, 'rows.csv')
+    rows = [dict(a=1, b=2.5, params={'x': 1}), dict(a=3, c='z')]
+    self.assertEqual(atomic_files.write_csv(path, rows, leave_out=('params',)),
+                     path)
+    with open(path) as f:
+      self.assertEqual(f.read().splitlines(), ['a,b,c', '1,2.5,', '3,,z'])
+
   def test_write_json_replaces_the_file(self):
     atomic_files.write_json(self.path, {'a': 1})
     self.assertEqual(atomic_files.write_json(self.path, [2, 3]), self.path)

@@ -11,6 +11,7 @@ in that folder removes it (`remove_stale`).
 """
 
 import contextlib
+import csv
 import json
 import os
 import re
@@ -86,6 +87,21 @@ def write_json(path: str, value, indent: int = 1) -> str:
   serialised raises without touching `path`.
   """
   return write_text(path, json.dumps(value, indent=indent))
+
+
+def write_csv(path: str, rows, leave_out=()) -> str:
+  """Replaces `path` with a CSV of `rows` (dicts); returns `path`.
+
+  The header is every key of the rows, in the order they first appear,
+  but those in `leave_out`; a row without a key leaves its cell empty.
+  """
+  fields = list(dict.fromkeys(k for row in rows for k in row
+                              if k not in leave_out))
+  with replacing(path, newline='') as f:
+    writer = csv.DictWriter(f, fieldnames=fields, extrasaction='ignore')
+    writer.writeheader()
+    writer.writerows(rows)
+  return path
 
 
 # The temporary names of the project's writers, each with its writer's pid:

@@ -236,19 +236,15 @@ def _verdict(name, scores) -> str:
 def write(output_dir, table, records_by_row, neighbours, reference,
           pending) -> list[str]:
   """attribution.md, .csv and _curves.png, each whole or not at all."""
-  import csv  # pylint: disable=g-import-not-at-top
   from experiments.infra import atomic_files  # pylint: disable=g-import-not-at-top
   os.makedirs(output_dir, exist_ok=True)
   md = atomic_files.write_text(
       os.path.join(output_dir, 'attribution.md'),
       markdown(table, neighbours, reference, pending))
-  path = os.path.join(output_dir, 'attribution.csv')
-  fields = list(dict.fromkeys(k for l in table for k in l))
-  with atomic_files.replacing(path, newline='') as f:
-    writer = csv.DictWriter(f, fieldnames=fields)
-    writer.writeheader()
-    writer.writerows(dict(l, per_seed=' '.join(f'{v:.4f}' for v in
-                                               l['per_seed'])) for l in table)
+  path = atomic_files.write_csv(
+      os.path.join(output_dir, 'attribution.csv'),
+      [dict(l, per_seed=' '.join(f'{v:.4f}' for v in l['per_seed']))
+       for l in table])
   png = os.path.join(output_dir, 'attribution_curves.png')
   with atomic_files.replacing_path(png, suffix='.png') as tmp:
     plot_curves(tmp, table, records_by_row)

@@ -23,7 +23,6 @@ The other rows train `--num_seeds` seeds on the test split in
 and the metric +- SE, and each row's difference to `bits from c`.
 """
 
-import csv
 import dataclasses
 import math
 import os
@@ -166,12 +165,8 @@ def write(output_dir, lines, clients, label) -> list[str]:
   os.makedirs(output_dir, exist_ok=True)
   md_path = os.path.join(output_dir, 'bits.md')
   atomic_files.write_text(md_path, markdown(lines, clients, label))
-  csv_path = os.path.join(output_dir, 'bits.csv')
-  fields = list(dict.fromkeys(k for line in lines for k in line))
-  with atomic_files.replacing(csv_path, newline='') as f:
-    writer = csv.DictWriter(f, fieldnames=fields)
-    writer.writeheader()
-    writer.writerows(lines)
+  csv_path = atomic_files.write_csv(os.path.join(output_dir, 'bits.csv'),
+                                    lines)
   return [md_path, csv_path]
 
 

@@ -8,7 +8,6 @@ planner's), and DDGauss16's distance to DP-FedAvg in two parts
 (`split_lines`); `write` writes frontier.csv, frontier.md and frontier.png.
 """
 
-import csv
 import math
 import os
 
@@ -286,12 +285,8 @@ def write(output_dir: str, rows, context: dict, label: str) -> list[str]:
   point has finished, frontier.png; each replaced whole (written aside,
   then renamed), so a reader never sees half a file."""
   os.makedirs(output_dir, exist_ok=True)
-  csv_path = os.path.join(output_dir, 'frontier.csv')
-  fields = list(dict.fromkeys(k for r in rows for k in r))
-  with atomic_files.replacing(csv_path, newline='') as f:
-    writer = csv.DictWriter(f, fieldnames=fields)
-    writer.writeheader()
-    writer.writerows(rows)
+  csv_path = atomic_files.write_csv(
+      os.path.join(output_dir, 'frontier.csv'), rows)
   md_path = os.path.join(output_dir, 'frontier.md')
   atomic_files.write_text(md_path, report_text(rows, context, label))
   finished = [r for r in rows if 'mean' in r]

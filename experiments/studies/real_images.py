@@ -410,12 +410,9 @@ def write(output_dir, table, results, chosen, tuning=None,
   os.makedirs(output_dir, exist_ok=True)
   md = atomic_files.write_text(os.path.join(output_dir, 'fashion_mnist.md'),
                                markdown(table, chosen, tuning, pending))
-  path = os.path.join(output_dir, 'fashion_mnist.csv')
-  fields = list(dict.fromkeys(k for l in table for k in l if k != 'params'))
-  with atomic_files.replacing(path, newline='') as f:
-    writer = csv.DictWriter(f, fieldnames=fields, extrasaction='ignore')
-    writer.writeheader()
-    writer.writerows(table)
+  path = atomic_files.write_csv(
+      os.path.join(output_dir, 'fashion_mnist.csv'), table,
+      leave_out=('params',))
   png = os.path.join(output_dir, 'fashion_mnist_curves.png')
   with atomic_files.replacing_path(png, suffix='.png') as tmp:
     plot_curves(tmp, results)
