@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run test bench clean
+.PHONY: setup run test bench tutorial clean
 
 setup: $(STAMP)
 
@@ -31,6 +31,10 @@ bench: setup
 	$(PY) -m experiments.bench codec
 	$(PY) -m experiments.bench history
 	$(PY) -m experiments.bench rounds
+
+# Executes docs/tutorials/dp_rec_tutorial.ipynb and stores its outputs in it.
+tutorial: setup
+	timeout --kill-after=60 1800 $(PY) -m tests.tutorial_test --write
 
 clean:
 	rm -rf $(VENV) output

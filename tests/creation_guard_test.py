@@ -128,6 +128,8 @@ class _DriftTestCase(tf.test.TestCase, parameterized.TestCase):
     self.assertLen(shown, 1)
     self.assertEqual(shown[0].count('\n'), 1)
     self.assertRegex(str(error), regex)
+    # It names the release it was written for and the one it found.
+    self.assertIn('relies on TFF 0.87 internals', str(error))
     self.assertIn(f'found tensorflow_federated {tff.__version__}', str(error))
     # No chained exception: nothing but this line explains the refusal.
     self.assertIsNone(error.__cause__)

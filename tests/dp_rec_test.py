@@ -1,5 +1,9 @@
 """Tests for tff_dprec.aggregators.dp_rec."""
 
+# The client encoder and the server's message aggregator are private to the
+# factory; these tests call them directly.
+# pylint: disable=protected-access
+
 import collections
 import math
 
@@ -142,7 +146,7 @@ class ClientEncoderTest(tf.test.TestCase):
 
   def _messages(self, num_clients):
     encoder = dp_rec.DPRecSumFactory(noise_stddev=1.0, l2_clip=1.0,
-                                     bits=10).client_encoder(_VECTOR)
+                                     bits=10)._client_encoder(_VECTOR)
 
     @tff.federated_computation(tff.FederatedType(_VECTOR, tff.CLIENTS))
     def encode_all(values):
@@ -175,18 +179,18 @@ class ClientEncoderTest(tf.test.TestCase):
 
   def test_encoder_takes_only_the_update(self):
     encoder = dp_rec.DPRecSumFactory(noise_stddev=1.0,
-                                     l2_clip=1.0).client_encoder(_STRUCT)
+                                     l2_clip=1.0)._client_encoder(_STRUCT)
     tff.test.assert_types_equivalent(encoder.type_signature.parameter,
                                      _STRUCT)
 
-  def test_decode_update_lays_groups_out_in_flattening_order(self):
+  def test_decoded_message_lays_groups_out_in_flattening_order(self):
     factory = dp_rec.DPRecSumFactory(noise_stddev=0.2, l2_clip=1.0, bits=5)
-    message = factory.client_encoder(_STRUCT)(
+    message = factory._client_encoder(_STRUCT)(
         collections.OrderedDict(a=np.ones(3, np.float32),
                                 b=np.zeros((2, 2), np.float32)))
-    decoded = dp_rec.decode_update(
-        message['seed'], message['indices'], value_type=_STRUCT,
-        noise_stddev=0.2, bits=5)
+    decoded = message_lib.decode_message(
+        message['seed'], message['indices'], factory.layout(_STRUCT),
+        noise_stddev=0.2)
     seed = message_lib.codec_seed(tf.constant(message['seed'], tf.int64))
     expected_a = rec.decode(message['indices'][0], prior_stddev=0.2, bits=5,
                             dim=3, seed=seed, group=0)
@@ -200,7 +204,7 @@ class MessageAggregatorTest(tf.test.TestCase):
 
   def test_malformed_indices_are_rejected_and_counted(self):
     factory = dp_rec.DPRecSumFactory(noise_stddev=0.3, l2_clip=1.0, bits=5)
-    aggregate = factory.message_aggregator(_STRUCT)
+    aggregate = factory._message_aggregator(_STRUCT)
     good = collections.OrderedDict(seed=np.int64(123),
                                    indices=np.array([3, 31], np.int32))
     messages = [
@@ -216,14 +220,15 @@ class MessageAggregatorTest(tf.test.TestCase):
     self.assertEqual(measurements['num_messages'], 4)
     self.assertEqual(measurements['rejected_messages'], 3)
     self.assertEqual(measurements['upload_bits'], 4 * (64 + 2 * 5))
-    expected = dp_rec.decode_update(123, [3, 31], value_type=_STRUCT,
-                                    noise_stddev=0.3, bits=5)
+    expected = message_lib.decode_message(123, [3, 31],
+                                          factory.layout(_STRUCT),
+                                          noise_stddev=0.3)
     self.assertAllClose(total['a'], expected['a'])
     self.assertAllClose(total['b'], expected['b'])
 
   def test_wrong_shape_is_refused_by_the_type_system(self):
     aggregate = dp_rec.DPRecSumFactory(
-        noise_stddev=0.3, l2_clip=1.0, bits=5).message_aggregator(_STRUCT)
+        noise_stddev=0.3, l2_clip=1.0, bits=5)._message_aggregator(_STRUCT)
     with self.assertRaises(TypeError):
       aggregate([collections.OrderedDict(
           seed=np.int64(1), indices=np.array([1, 2, 3], np.int32))])
@@ -326,7 +331,7 @@ class InsecureTestModeTest(tf.test.TestCase):
   """The opt-in deterministic mode reproduces messages; the default never."""
 
   def _messages(self, factory, values):
-    encode = factory.client_encoder(_STRUCT)
+    encode = factory._client_encoder(_STRUCT)
     return [encode(v) for v in values]
 
   def test_deterministic_per_update_and_seed(self):

@@ -10,6 +10,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_dprec import history
+from tff_dprec import message
 from tff_dprec.aggregators import dp_rec
 
 _FEATURES = 4
@@ -259,9 +260,9 @@ class RecordedMessagesTest(tf.test.TestCase):
     self.assertEqual(output.measurements['upload_bits'], 4 * (64 + 10))
     expected = np.zeros([6], np.float32)
     for row in messages:
-      expected += dp_rec.decode_update(
-          row[0], row[1:].astype(np.int32), value_type=value_type,
-          noise_stddev=0.5, bits=5, grouping=4).numpy()
+      expected += message.decode_message(
+          row[0], row[1:].astype(np.int32), factory.layout(value_type),
+          noise_stddev=0.5).numpy()
     self.assertAllClose(output.result, expected, rtol=1e-6, atol=1e-6)
     total, rejected = factory.messages_sum_fn(value_type)(messages)
     self.assertTrue(_bits_equal(total, output.result))
@@ -276,13 +277,14 @@ class RecordedMessagesTest(tf.test.TestCase):
     bad = [collections.OrderedDict(seed=np.int64(s),
                                    indices=np.array([i], np.int32))
            for s, i in ((1, 8), (2, -1))]
-    total, measurements = factory.message_aggregator(value_type)(
+    # Malformed messages reach the server's aggregator directly.
+    total, measurements = factory._message_aggregator(value_type)(  # pylint: disable=protected-access
         [bad[0], good, bad[1]])
     self.assertEqual(measurements['rejected_messages'], 2)
     self.assertEqual(measurements['num_messages'], 3)
     self.assertAllEqual(measurements['messages'][:, 0], [1, 2, 5])
-    self.assertAllClose(total, dp_rec.decode_update(
-        5, [2], value_type=value_type, noise_stddev=1.0, bits=3))
+    self.assertAllClose(total, message.decode_message(
+        5, [2], factory.layout(value_type), noise_stddev=1.0))
 
   def test_record_messages_must_be_bool(self):
     with self.assertRaisesRegex(TypeError, 'record_messages'):

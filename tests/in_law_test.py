@@ -25,6 +25,7 @@ from tff_dprec import message as message_lib
 from tff_dprec import rec
 from tff_dprec.aggregators import dp_rec
 from tff_dprec.aggregators import dp_rec_in_law
+from tff_dprec.aggregators import dp_rec_mean
 
 _DRAWS = 3000
 # Two-sided normal quantile at 1e-6, and the Kolmogorov-Smirnov constant at
@@ -431,7 +432,7 @@ class LearningTest(tf.test.TestCase):
 
   def test_mean_rejects_other_sums(self):
     with self.assertRaisesRegex(TypeError, 'DPRecInLawSumFactory'):
-      learning.DPRecMeanFactory(tff.aggregators.SumFactory())
+      dp_rec_mean.DPRecMeanFactory(tff.aggregators.SumFactory())
 
 
 if __name__ == '__main__':

@@ -5,9 +5,11 @@ dp_accounting, so the accountant, the planner and their CLIs start without
 TensorFlow; `rec` and `message` load
 TensorFlow; `aggregators`, `learning` and `history` load TFF.
 
-* `learning`: `dp_rec_aggregator(...)` for `tff.learning`, the layout, event
-  and epsilon of a model, `no_client_metrics`, history setup.
-* `aggregators`: `DPRecSumFactory`, the TFF aggregation factory.
+* `learning`: `dp_rec_aggregator(...)` for `tff.learning` (a
+  `DPRecMeanFactory` that gives the layout, event and epsilon of a model),
+  `no_client_metrics`, history setup.
+* `aggregators`: the TFF aggregation factories, `DPRecMeanFactory` and the
+  `DPRecSumFactory` inside it (and `DPRecInLawSumFactory`, simulation only).
 * `message`: `MessageLayout` and the encoding of whole updates (plain TF).
 * `rec`: the REC codec (plain TF).
 * `accounting`: the privacy accountants and calibration.

@@ -1,6 +1,7 @@
 """DP-REC for `tff.learning`: the mean aggregator, its privacy, history setup.
 
-* `dp_rec_aggregator(...)` returns a `DPRecMeanFactory`: pass it as
+* `dp_rec_aggregator(...)` returns a `DPRecMeanFactory`
+  (`tff_dprec.aggregators`): pass it as
   `model_aggregator` to `tff.learning.algorithms.build_unweighted_fed_avg`,
   and ask it for the message layout, the `DpRecEvent` and epsilon of your own
   model (`layout(model)`, `dp_event(model)`, `epsilon(model, ...)`).
@@ -28,110 +29,21 @@ than let the creation pass unchecked.
 """
 
 import collections
-import sys
 from typing import Any, Callable, Optional
 
 import numpy as np
 import tensorflow_federated as tff
 
-from tff_dprec import accounting as accounting_lib
 from tff_dprec import history
 from tff_dprec import message
 from tff_dprec import rec
 from tff_dprec.aggregators import creation_guard
 from tff_dprec.aggregators import dp_rec
 from tff_dprec.aggregators import dp_rec_in_law
+from tff_dprec.aggregators import dp_rec_mean
 
 ClientMetricsWarning = creation_guard.ClientMetricsWarning
 TffInternalsError = creation_guard.TffInternalsError
-
-
-class DPRecMeanFactory(tff.aggregators.UnweightedMeanFactory):
-  """The unweighted mean of client updates, summed with DP-REC.
-
-  A `tff.aggregators.UnweightedMeanFactory` whose value sum is a
-  `DPRecSumFactory` (the client count goes through TFF's `SumFactory`: it
-  is public, the number of messages). Measurements: `mean_value` (the
-  `DPRecSumFactory` measurements: `upload_bits`, `num_messages`,
-  `rejected_messages`, and `messages` with `record_messages=True`) and
-  `mean_count`.
-
-  For accounting, `layout`, `dp_event` and `epsilon` take the model (or the
-  update type) and count its groups.
-
-  Weighted use is refused with a `TypeError` naming what to use instead:
-  inside `tff.aggregators.MeanFactory` the weights would reach the server as
-  float32 in the clear. `build_weighted_fed_avg` itself refuses this
-  unweighted factory in its own type check, before any of this code runs.
-  """
-
-  def __init__(self, sum_factory):
-    """Initializes the mean.
-
-    Args:
-      sum_factory: The `DPRecSumFactory` that sums the updates, or, for
-        simulations only, a `DPRecInLawSumFactory`.
-
-    Raises:
-      TypeError: If `sum_factory` is neither.
-    """
-    if not isinstance(sum_factory, _SUM_FACTORIES):
-      raise TypeError(
-          'sum_factory must be a DPRecSumFactory or a DPRecInLawSumFactory, '
-          f'found {sum_factory!r}.')
-    super().__init__(value_sum_factory=sum_factory)
-    self._sum_factory = sum_factory
-
-  def __repr__(self) -> str:
-    return f'{type(self).__name__}({self._sum_factory!r})'
-
-  @property
-  def sum_factory(self):
-    """The DP-REC sum (for `history.ClientReplay` and its settings)."""
-    return self._sum_factory
-
-  def layout(self, model) -> message.MessageLayout:
-    """The message layout (groups, `num_groups`, `message_bits`) for `model`.
-
-    Args:
-      model: A `tff.learning` model function or model, or the TFF type of
-        the update.
-    """
-    return self._sum_factory.layout(update_type(model))
-
-  def dp_event(self, model) -> accounting_lib.DpRecEvent:
-    """The `DpRecEvent` of one client's message for `model`.
-
-    Raises:
-      ValueError: In compression-only mode (`l2_clip=None`).
-    """
-    return self._sum_factory.dp_event(update_type(model))
-
-  def epsilon(self, model, *, population: int, clients_per_round: int,
-              rounds: int, delta: float,
-              accounting: str = accounting_lib.PLD) -> float:
-    """Epsilon after `rounds` rounds of training `model`.
-
-    `tff_dprec.accounting.dp_rec_epsilon` with this aggregator's clip ratio
-    and the bits and group count of `model`'s messages: B =
-    `clients_per_round` clients drawn with replacement from N = `population`
-    per round.
-
-    Raises:
-      ValueError: In compression-only mode, or for invalid arguments.
-      tff_dprec.accounting.OverheadExceedsDeltaError: Paper accounting only.
-    """
-    event = self.dp_event(model)
-    return accounting_lib.dp_rec_epsilon(
-        clip_ratio=event.clip_ratio, population=population,
-        clients_per_round=clients_per_round, rounds=rounds, delta=delta,
-        bits=event.bits, num_groups=event.num_groups, accounting=accounting)
-
-  def create(self, value_type, *weight_type) -> tff.templates.AggregationProcess:
-    creation_guard.check_unweighted_call(self, weight_type)
-    creation_guard.check_unweighted_creator(
-        self, sys._getframe(1), is_mean=True)  # pylint: disable=protected-access
-    return super().create(value_type)
 
 
 def dp_rec_aggregator(
@@ -142,7 +54,7 @@ def dp_rec_aggregator(
     chunk_elements: int = rec.DEFAULT_CHUNK_ELEMENTS,
     record_messages: bool = False,
     insecure_test_seed: Optional[int] = None,
-) -> DPRecMeanFactory:
+) -> dp_rec_mean.DPRecMeanFactory:
   """Returns the DP-REC mean, ready for `tff.learning` algorithm builders.
 
   Pass it as `model_aggregator` to
@@ -153,7 +65,7 @@ def dp_rec_aggregator(
   Raises:
     TypeError, ValueError: For invalid arguments.
   """
-  return DPRecMeanFactory(dp_rec.DPRecSumFactory(
+  return dp_rec_mean.DPRecMeanFactory(dp_rec.DPRecSumFactory(
       noise_stddev=noise_stddev, l2_clip=l2_clip, bits=bits,
       grouping=grouping, chunk_elements=chunk_elements,
       record_messages=record_messages,
@@ -166,7 +78,7 @@ def dp_rec_in_law_aggregator(
     bits: int = 7,
     grouping: rec.Grouping = rec.GROUPING_TENSOR,
     insecure_test_seed: Optional[int] = None,
-) -> DPRecMeanFactory:
+) -> dp_rec_mean.DPRecMeanFactory:
   """SIMULATION ONLY: the DP-REC mean with its decoded updates drawn in law.
 
   `dp_rec_aggregator`'s mean, with the sum drawn exactly in law at K + d
@@ -179,7 +91,7 @@ def dp_rec_in_law_aggregator(
   Raises:
     TypeError, ValueError: For invalid arguments.
   """
-  return DPRecMeanFactory(dp_rec_in_law.DPRecInLawSumFactory(
+  return dp_rec_mean.DPRecMeanFactory(dp_rec_in_law.DPRecInLawSumFactory(
       noise_stddev=noise_stddev, l2_clip=l2_clip, bits=bits,
       grouping=grouping, insecure_test_seed=insecure_test_seed))
 
@@ -195,23 +107,7 @@ def message_layout(model, *, bits: int = 7,
   # The layout does not depend on the noise or the clip.
   sum_factory = dp_rec.DPRecSumFactory(noise_stddev=1.0, l2_clip=None,
                                        bits=bits, grouping=grouping)
-  return sum_factory.layout(update_type(model))
-
-
-_SUM_FACTORIES = (dp_rec.DPRecSumFactory,
-                  dp_rec_in_law.DPRecInLawSumFactory)
-
-
-def update_type(model) -> tff.Type:
-  """The TFF type of `model`'s update: its trainable weights' type.
-
-  Args:
-    model: A TFF type (returned as is), or a `tff.learning` model function
-      or model (`tff.learning.models.weights_type_from_model`).
-  """
-  if isinstance(model, tff.Type):
-    return model
-  return tff.learning.models.weights_type_from_model(model).trainable
+  return sum_factory.layout(dp_rec_mean.update_type(model))
 
 
 def no_client_metrics(metric_finalizers, local_unfinalized_metrics_type=None):
@@ -237,8 +133,8 @@ def no_client_metrics(metric_finalizers, local_unfinalized_metrics_type=None):
 
 
 def start_history(process: tff.learning.templates.LearningProcess, *,
-                  aggregator: DPRecMeanFactory, model_fn: Callable[[], Any],
-                  initial_seed: int) -> tuple[Any, history.HistoryServer]:
+                  aggregator: dp_rec_mean.DPRecMeanFactory,
+                  model_fn: Callable[[], Any], initial_seed: int) -> tuple[Any, history.HistoryServer]:
   """Starts server-to-client history compression for a learning process.
 
   Sets the initial model to the one the seed R' = `initial_seed` gives
@@ -268,7 +164,7 @@ def start_history(process: tff.learning.templates.LearningProcess, *,
     TypeError: If `aggregator` is not a `DPRecMeanFactory`.
     ValueError: If `aggregator` does not record its messages.
   """
-  if not isinstance(aggregator, DPRecMeanFactory):
+  if not isinstance(aggregator, dp_rec_mean.DPRecMeanFactory):
     raise TypeError('aggregator must be a DPRecMeanFactory '
                     f'(tff_dprec.learning.dp_rec_aggregator), found '
                     f'{aggregator!r}.')

@@ -136,8 +136,8 @@ def encode(value: tf.Tensor,
       `value` without static length.
   """
   check_bits(bits)
-  check_positive_float(prior_stddev, 'prior_stddev')
-  check_positive_int(chunk_elements, 'chunk_elements')
+  validation.check_positive_number(prior_stddev, 'prior_stddev')
+  validation.check_positive_int(chunk_elements, 'chunk_elements')
   value = tf.convert_to_tensor(value, tf.float32)
   if value.shape.rank != 1 or value.shape[0] is None:
     raise ValueError(
@@ -206,8 +206,8 @@ def decode(index: tf.Tensor,
     A float32 tensor of shape [dim].
   """
   check_bits(bits)
-  check_positive_float(prior_stddev, 'prior_stddev')
-  check_positive_int(dim, 'dim')
+  validation.check_positive_number(prior_stddev, 'prior_stddev')
+  validation.check_positive_int(dim, 'dim')
   z = candidate_block(
       tf.convert_to_tensor(seed, tf.int64), group,
       tf.cast(index, tf.int64), 1, dim)
@@ -374,9 +374,3 @@ def _ceil_div(a: int, b: int) -> int:
 def check_bits(bits):
   """Raises TypeError / ValueError unless `bits` is an int in [1, MAX_BITS]."""
   validation.check_int_in_range(bits, 'bits', 1, MAX_BITS)
-
-
-# The codec's argument checks are `tff_dprec.validation`'s; these names are
-# kept for existing callers.
-check_positive_float = validation.check_positive_number
-check_positive_int = validation.check_positive_int

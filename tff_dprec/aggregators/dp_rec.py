@@ -19,10 +19,6 @@ from tff_dprec import rec
 from tff_dprec import validation
 from tff_dprec.aggregators import creation_guard
 
-# Kept for callers of the old names; defined in `tff_dprec.message`.
-SEED_BITS = message.SEED_BITS
-MAX_GROUP_ELEMENTS = message.MAX_GROUP_ELEMENTS
-
 
 class DPRecSumFactory(tff.aggregators.UnweightedAggregationFactory):
   """Sums client updates privately compressed with DP-REC.
@@ -36,10 +32,19 @@ class DPRecSumFactory(tff.aggregators.UnweightedAggregationFactory):
   client: `64 + M * bits` bits. The server regenerates the chosen candidates
   inside `tff.federated_aggregate`'s accumulate step and sums them.
 
-  Each decoded update is a sample from (approximately) N(clipped update, s^2 I),
-  so its privacy is that of Theorem 1 of Triastcyn et al., "DP-REC: Private &
-  Communication-Efficient Federated Learning" (Algorithms 3 and 4): see
-  `tff_dprec.accounting` and `dp_event()`.
+  This is the protocol of Triastcyn et al., "DP-REC: Private &
+  Communication-Efficient Federated Learning" (2021, Algorithms 3, 4 and 7),
+  but not its privacy analysis: the paper's Theorem 1 compares a draw that
+  misses a client with the prior, which does not hold when the server sees
+  every message (docs/PRIVACY.md, sections 5 and 6). The privacy proven for
+  this factory is that of what a client releases, the seed and its indices
+  (`dp_event()`, accounted by `tff_dprec.accounting.dp_rec_epsilon`): by
+  default a certified privacy loss distribution (`accounting='pld'`,
+  docs/PRIVACY.md, section 9), which holds for adding or removing one client
+  against observers who do not know who was sampled; against the server,
+  which picks the clients and sees their messages, each participation costs
+  the local epsilon (`tff_dprec.accounting.dp_rec_local_epsilon`,
+  docs/PRIVACY.md, section 3).
 
   Client updates containing NaN or Inf are encoded as zero updates (before
   clipping), so a broken client cannot poison the sum; this is decided on the
@@ -218,47 +223,6 @@ class DPRecSumFactory(tff.aggregators.UnweightedAggregationFactory):
         clip_ratio=self.clip_ratio, bits=self._bits,
         num_groups=self.num_groups(value_type))
 
-  def message_type(self, value_type) -> tff.StructWithPythonType:
-    """The TFF type of one client message: int64 seed and int32 indices."""
-    return _message_type(self.layout(value_type))
-
-  def message_matrix_type(self, value_type) -> tff.TensorType:
-    """The type of the `messages` measurement: int64 [num_messages, 1 + M]."""
-    return _matrix_type(self.layout(value_type))
-
-  def client_encoder(self, value_type) -> tff.Computation:
-    """The client's TF computation: update -> message (clip, seed, encode).
-
-    The seed is drawn inside the computation from fresh randomness; the
-    computation has no parameter through which it could be set.
-    """
-    layout = self.layout(value_type)
-    settings = dict(noise_stddev=self._noise_stddev, l2_clip=self._l2_clip,
-                    chunk_elements=self._chunk_elements,
-                    insecure_test_seed=self._insecure_test_seed)
-
-    @tff.tensorflow.computation(value_type)
-    def client_encode(value):
-      return message.encode_update(value, layout, **settings)
-
-    return client_encode
-
-  def message_aggregator(self, value_type) -> tff.Computation:
-    """The server side: messages@CLIENTS -> (sum, measurements)@SERVER.
-
-    Decodes each message inside `federated_aggregate`'s accumulate step, or,
-    with `record_messages=True`, collects the messages and decodes them in
-    the report step with `messages_sum_fn`. A message with an index outside
-    [0, 2**bits) is rejected: it contributes zero and is counted in
-    `rejected_messages`. (Messages of the wrong shape or dtype are refused by
-    TFF's type system before they reach this code.)
-    """
-    layout = self.layout(value_type)
-    if self._record_messages:
-      return _recording_message_aggregator(layout, self._noise_stddev)
-    return _decoding_message_aggregator(value_type, layout,
-                                        self._noise_stddev)
-
   def messages_sum_fn(self, value_type):
     """Returns a TF function: message matrix -> (sum, rejected count).
 
@@ -292,8 +256,8 @@ class DPRecSumFactory(tff.aggregators.UnweightedAggregationFactory):
     creation_guard.check_unweighted_call(self, weight_type)
     creation_guard.check_unweighted_creator(
         self, sys._getframe(1), is_mean=False)  # pylint: disable=protected-access
-    client_encode = self.client_encoder(value_type)
-    aggregate_messages = self.message_aggregator(value_type)
+    client_encode = self._client_encoder(value_type)
+    aggregate_messages = self._message_aggregator(value_type)
 
     @tff.federated_computation()
     def init_fn():
@@ -313,31 +277,38 @@ class DPRecSumFactory(tff.aggregators.UnweightedAggregationFactory):
 
     return tff.templates.AggregationProcess(init_fn, next_fn)
 
+  def _client_encoder(self, value_type) -> tff.Computation:
+    """The client's TF computation: update -> message (clip, seed, encode).
 
-def decode_update(seed_word, indices, *, value_type, noise_stddev: float,
-                  bits: int, grouping: rec.Grouping = rec.GROUPING_TENSOR):
-  """Decodes one client message into its update, outside TFF (replay, audits).
+    The seed is drawn inside the computation from fresh randomness; the
+    computation has no parameter through which it could be set.
+    """
+    layout = self.layout(value_type)
+    settings = dict(noise_stddev=self._noise_stddev, l2_clip=self._l2_clip,
+                    chunk_elements=self._chunk_elements,
+                    insecure_test_seed=self._insecure_test_seed)
 
-  `message.decode_message` with the layout of a TFF `value_type` and the
-  aggregator's settings.
+    @tff.tensorflow.computation(value_type)
+    def client_encode(value):
+      return message.encode_update(value, layout, **settings)
 
-  Args:
-    seed_word: The message's int64 seed.
-    indices: The message's int32 indices, one per group.
-    value_type: The TFF type of the aggregated value.
-    noise_stddev: The prior standard deviation of the aggregator.
-    bits: The index bits per group of the aggregator.
-    grouping: The grouping of the aggregator.
+    return client_encode
 
-  Returns:
-    The decoded update, a structure of tensors matching `value_type`.
-  """
-  _check_value_type(value_type)
-  layout = message.MessageLayout.from_value_type(
-      tff.types.type_to_tf_tensor_specs(value_type), bits=bits,
-      grouping=grouping)
-  return message.decode_message(seed_word, indices, layout,
-                                noise_stddev=noise_stddev)
+  def _message_aggregator(self, value_type) -> tff.Computation:
+    """The server side: messages@CLIENTS -> (sum, measurements)@SERVER.
+
+    Decodes each message inside `federated_aggregate`'s accumulate step, or,
+    with `record_messages=True`, collects the messages and decodes them in
+    the report step with `messages_sum_fn`. A message with an index outside
+    [0, 2**bits) is rejected: it contributes zero and is counted in
+    `rejected_messages`. (Messages of the wrong shape or dtype are refused by
+    TFF's type system before they reach this code.)
+    """
+    layout = self.layout(value_type)
+    if self._record_messages:
+      return _recording_message_aggregator(layout, self._noise_stddev)
+    return _decoding_message_aggregator(value_type, layout,
+                                        self._noise_stddev)
 
 
 def _decoding_message_aggregator(value_type, layout, noise_stddev):

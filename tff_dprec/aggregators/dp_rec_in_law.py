@@ -123,20 +123,6 @@ class DPRecInLawSumFactory(tff.aggregators.UnweightedAggregationFactory):
     """The `DpRecEvent` of the simulated DP-REC (see `DPRecSumFactory`)."""
     return self._protocol.dp_event(value_type)
 
-  def client_sampler(self, value_type) -> tff.Computation:
-    """The client's TF computation: update -> its decoded update, in law."""
-    layout = self.layout(value_type)
-    settings = dict(noise_stddev=self.noise_stddev, l2_clip=self.l2_clip,
-                    insecure_test_seed=self.insecure_test_seed)
-
-    @tff.tensorflow.computation(value_type)
-    def client_sample(value):
-      return collections.OrderedDict(
-          update=in_law.sample_update(value, layout, **settings),
-          count=tf.constant(1, tf.int32))
-
-    return client_sample
-
   def create(self, value_type, *weight_type) -> tff.templates.AggregationProcess:
     """Returns the process; refuses creation by a weighted factory.
 
@@ -148,7 +134,7 @@ class DPRecInLawSumFactory(tff.aggregators.UnweightedAggregationFactory):
     creation_guard.check_unweighted_creator(
         self, sys._getframe(1), is_mean=False)  # pylint: disable=protected-access
     layout = self.layout(value_type)
-    client_sample = self.client_sampler(value_type)
+    client_sample = self._client_sampler(value_type)
     count_type = tff.TensorType(np.int32)
 
     @tff.tensorflow.computation(count_type)
@@ -176,3 +162,17 @@ class DPRecInLawSumFactory(tff.aggregators.UnweightedAggregationFactory):
           measurements=tff.federated_map(measurements_of, count))
 
     return tff.templates.AggregationProcess(init_fn, next_fn)
+
+  def _client_sampler(self, value_type) -> tff.Computation:
+    """The client's TF computation: update -> its decoded update, in law."""
+    layout = self.layout(value_type)
+    settings = dict(noise_stddev=self.noise_stddev, l2_clip=self.l2_clip,
+                    insecure_test_seed=self.insecure_test_seed)
+
+    @tff.tensorflow.computation(value_type)
+    def client_sample(value):
+      return collections.OrderedDict(
+          update=in_law.sample_update(value, layout, **settings),
+          count=tf.constant(1, tf.int32))
+
+    return client_sample

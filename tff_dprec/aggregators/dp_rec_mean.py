@@ -1,0 +1,121 @@
+"""The DP-REC mean: the unweighted mean of client updates summed with DP-REC.
+
+`DPRecMeanFactory` is what `tff.learning` takes as a model aggregator (see
+`tff_dprec.learning.dp_rec_aggregator`). It also answers the accounting
+questions about a model: its message layout, the `DpRecEvent` of one message
+and epsilon after a run.
+"""
+
+import sys
+
+import tensorflow_federated as tff
+
+from tff_dprec import accounting as accounting_lib
+from tff_dprec import message
+from tff_dprec.aggregators import creation_guard
+from tff_dprec.aggregators import dp_rec
+from tff_dprec.aggregators import dp_rec_in_law
+
+
+class DPRecMeanFactory(tff.aggregators.UnweightedMeanFactory):
+  """The unweighted mean of client updates, summed with DP-REC.
+
+  A `tff.aggregators.UnweightedMeanFactory` whose value sum is a
+  `DPRecSumFactory` (the client count goes through TFF's `SumFactory`: it
+  is public, the number of messages). Measurements: `mean_value` (the
+  `DPRecSumFactory` measurements: `upload_bits`, `num_messages`,
+  `rejected_messages`, and `messages` with `record_messages=True`) and
+  `mean_count`.
+
+  For accounting, `layout`, `dp_event` and `epsilon` take the model (or the
+  update type) and count its groups.
+
+  Weighted use is refused with a `TypeError` naming what to use instead:
+  inside `tff.aggregators.MeanFactory` the weights would reach the server as
+  float32 in the clear. `build_weighted_fed_avg` itself refuses this
+  unweighted factory in its own type check, before any of this code runs.
+  """
+
+  def __init__(self, sum_factory):
+    """Initializes the mean.
+
+    Args:
+      sum_factory: The `DPRecSumFactory` that sums the updates, or, for
+        simulations only, a `DPRecInLawSumFactory`.
+
+    Raises:
+      TypeError: If `sum_factory` is neither.
+    """
+    if not isinstance(sum_factory, _SUM_FACTORIES):
+      raise TypeError(
+          'sum_factory must be a DPRecSumFactory or a DPRecInLawSumFactory, '
+          f'found {sum_factory!r}.')
+    super().__init__(value_sum_factory=sum_factory)
+    self._sum_factory = sum_factory
+
+  def __repr__(self) -> str:
+    return f'{type(self).__name__}({self._sum_factory!r})'
+
+  @property
+  def sum_factory(self):
+    """The DP-REC sum (for `history.ClientReplay` and its settings)."""
+    return self._sum_factory
+
+  def layout(self, model) -> message.MessageLayout:
+    """The message layout (groups, `num_groups`, `message_bits`) for `model`.
+
+    Args:
+      model: A `tff.learning` model function or model, or the TFF type of
+        the update.
+    """
+    return self._sum_factory.layout(update_type(model))
+
+  def dp_event(self, model) -> accounting_lib.DpRecEvent:
+    """The `DpRecEvent` of one client's message for `model`.
+
+    Raises:
+      ValueError: In compression-only mode (`l2_clip=None`).
+    """
+    return self._sum_factory.dp_event(update_type(model))
+
+  def epsilon(self, model, *, population: int, clients_per_round: int,
+              rounds: int, delta: float,
+              accounting: str = accounting_lib.PLD) -> float:
+    """Epsilon after `rounds` rounds of training `model`.
+
+    `tff_dprec.accounting.dp_rec_epsilon` with this aggregator's clip ratio
+    and the bits and group count of `model`'s messages: B =
+    `clients_per_round` clients drawn with replacement from N = `population`
+    per round.
+
+    Raises:
+      ValueError: In compression-only mode, or for invalid arguments.
+      tff_dprec.accounting.OverheadExceedsDeltaError: Paper accounting only.
+    """
+    event = self.dp_event(model)
+    return accounting_lib.dp_rec_epsilon(
+        clip_ratio=event.clip_ratio, population=population,
+        clients_per_round=clients_per_round, rounds=rounds, delta=delta,
+        bits=event.bits, num_groups=event.num_groups, accounting=accounting)
+
+  def create(self, value_type, *weight_type) -> tff.templates.AggregationProcess:
+    creation_guard.check_unweighted_call(self, weight_type)
+    creation_guard.check_unweighted_creator(
+        self, sys._getframe(1), is_mean=True)  # pylint: disable=protected-access
+    return super().create(value_type)
+
+
+def update_type(model) -> tff.Type:
+  """The TFF type of `model`'s update: its trainable weights' type.
+
+  Args:
+    model: A TFF type (returned as is), or a `tff.learning` model function
+      or model (`tff.learning.models.weights_type_from_model`).
+  """
+  if isinstance(model, tff.Type):
+    return model
+  return tff.learning.models.weights_type_from_model(model).trainable
+
+
+_SUM_FACTORIES = (dp_rec.DPRecSumFactory,
+                  dp_rec_in_law.DPRecInLawSumFactory)
