@@ -15,7 +15,8 @@ from scipy import special
 from tff_dprec import accounting
 from tff_dprec.accounting import channel
 
-# Exact reverse divergences from shared/notes/rec-channel-rdp.md (c, K, a).
+# Exact reverse divergences (c, K, a), a reference table computed apart
+# with multiple precision (the design notes' rec-channel-rdp table).
 _EXACT_REVERSE = [
     (0.3, 16, 2, 0.0846), (0.3, 1024, 16, 0.7199), (0.8, 2, 8, 3.7871),
     (0.8, 128, 16, 5.1821), (1.25, 2, 3, 2.4419), (1.25, 16, 4, 3.3209),

@@ -48,7 +48,8 @@ def _p(task, method, epsilon, quantity, value, tex, line):
 
 # Table 1 spans these lines of dp-rec.tex.
 TABLE1_LINES = (297, 336)
-# Every paper number used here, with its line in shared/paper/dp-rec.tex.
+# Every paper number used here, with its line in the paper's LaTeX source
+# (arXiv:2111.05454).
 PAPER = (
     # Table 1 (lines 297-336): accuracy (%) and "Comm." (in GB, i.e. GiB).
     _p('mnist', None, 3, 'epsilon', 3, r'Acc. ($\varepsilon\!=\!3$)', 303),

@@ -187,10 +187,9 @@ def render_markdown(config, cells, runs, seconds, ablations=None) -> str:
            f'{" --quick" if config.quick else ""}`; wall time '
            + ', '.join(f'{p} {s:.1f} s' for p, s in seconds.items()) + '.',
            '', 'Paper numbers come from `experiments.studies.paper.PAPER` '
-           '(each with its line in shared/paper/dp-rec.tex). The paper\'s '
-           '"GB" are '
-           'GiB. delta = N^-1.1 (Figure 5) except for DDGauss (1/N, as '
-           'Kairouz et al.).', '']
+           '(each with its line in the paper\'s LaTeX source, '
+           'arXiv:2111.05454). The paper\'s "GB" are GiB. delta = N^-1.1 '
+           '(Figure 5) except for DDGauss (1/N, as Kairouz et al.).', '']
   if config.quick:
     lines += ['**--quick**: privacy for MNIST only and without calibration; '
               'one sampling seed; toy training runs. Not the full result.', '']
