@@ -4,6 +4,7 @@ task's clients, validation and test data and its shared dataset computation."""
 import numpy as np
 from sklearn import datasets as sk_datasets
 import tensorflow as tf
+import tensorflow_federated as tff
 
 from experiments.data import evaluation
 from experiments.data import image_tasks
