@@ -13,10 +13,9 @@ from experiments.runner import config as config_lib
 from experiments.runner import jobs
 from experiments.runner import registry
 from experiments.infra import test_hooks
+from tests import support
 
-_TINY = dict(seed=3, train_clients=40, heldout_clients=5, test_clients=15,
-             num_words=300, num_tags=30, num_topics=6, mean_examples=12.0,
-             std_examples=30.0, max_examples=200)
+_TINY = support.TINY_STACKOVERFLOW
 _MAIN_JOB = ('dp_rec', 'dp_rec_no_noise', 'ddgauss16', 'ddgauss16_no_noise',
              'dp_fedavg', 'dp_fedavg_no_noise', 'fedavg')
 

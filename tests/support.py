@@ -26,6 +26,17 @@ CLIENTS_TO_SERVER = frozenset([
     'federated_secure_sum_bitwidth', 'federated_secure_modular_sum',
     'federated_collect', 'federated_select'
 ])
+# A tiny embedded StackOverflow setting (`stackoverflow_data.generate`'s
+# config): 40 training clients, 5 held out, 15 test, 300 words, 30 tags.
+TINY_STACKOVERFLOW = dict(
+    seed=3, train_clients=40, heldout_clients=5, test_clients=15,
+    num_words=300, num_tags=30, num_topics=6, mean_examples=12.0,
+    std_examples=30.0, max_examples=200)
+# The record's keys on which two runs of one setting that must compute the
+# same (a resumed and an uninterrupted one; on workers and locally) agree.
+COMPARED_RECORD_KEYS = ('final_metric', 'final_metrics', 'epsilon', 'rounds',
+                        'upload_bits_total', 'download_bits_total',
+                        'lost_rounds')
 
 
 def run_cli(args, env_extra=None, timeout=600, plan=False):

@@ -67,7 +67,7 @@ def _evaluator(task: tasks_lib.Task):
   digits' test split; a run evaluates every `eval_every` rounds. The model
   is built eagerly and only its variables change between calls
   (`assign_weights_to`), so TFF's later tracing of other models in graphs
-  does not touch it (`tests/experiments_test.py`'s EvaluationTest).
+  does not touch it (`tests/evaluation_test.py`).
   """
   # pylint: disable=protected-access
   if task._evaluator is None:

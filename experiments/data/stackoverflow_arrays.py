@@ -10,7 +10,7 @@ split, in NumPy, and keeps the result in compressed sparse rows:
     words divided by their total (all zeros when there is none);
 *   y: the multi-hot vector of in-vocabulary tags.
 
-These are exactly TFF's `(tokens, tags)` tensors; `tests/experiments_test.py`
+These are exactly TFF's `(tokens, tags)` tensors; `stackoverflow_arrays_test`
 checks them element by element against `build_to_ids_fn` on every example of
 sampled clients. A client's training data is then put in a seeded random order
 and truncated to `max_elements` (`client_orders`), and batched, as TFF's

@@ -93,7 +93,7 @@ def _fixed_keras_seeds():
   caller's `random` state is restored. Other Keras layers that take their
   op seeds from the same source (dropout) get the same seeds in every
   process; none of the privacy mechanisms' randomness does
-  (tests/experiments_test.py checks that every stateful random op of the
+  (tests/execution_test.py checks that every stateful random op of the
   private processes seeds itself at run time).
   """
   state = random.getstate()

@@ -1,0 +1,110 @@
+"""Tests of experiments.runner.aggregator_builders: DDGauss's accounted
+parameters against TFF's, and DP-FedAvg and DP-REC at a given noise
+multiplier or clip ratio."""
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from experiments.runner import aggregator_builders
+from experiments.runner import config as config_lib
+from experiments.runner import execution
+from experiments.runner import registry
+from tff_dprec import accounting
+
+
+class DDGaussAccountingMatchesTffTest(tf.test.TestCase):
+
+  def test_parameters_equal_what_tff_runs(self):
+    # The accountant's DDGauss parameters must be those of the aggregator that
+    # actually runs: compare with TFF's own round measurements.
+    execution.allow_oversize_protos()
+    tff.backends.test.set_sync_test_cpp_execution_context()
+    try:
+      value_type = tff.to_type([tff.TensorType(np.float32, [30, 10]),
+                                tff.TensorType(np.float32, [10])])
+      plan = registry.build(
+          'ddgauss16', value_type=value_type, population=500,
+          clients_per_round=5, rounds=20, target_epsilon=4.0, delta=1e-4,
+          bits=7, grouping='tensor', noise_stddev=0.1, l2_clip=0.3)
+      process = plan.factory.create(value_type)
+      values = [[np.full((30, 10), 0.01, np.float32),
+                 np.full(10, 0.01, np.float32)] for _ in range(5)]
+      measured = process.next(process.initialize(),
+                              values).measurements['mean_value']
+    finally:
+      tff.backends.native.set_sync_local_cpp_execution_context()
+    params = accounting.ddgauss_params(
+        noise_multiplier=plan.params['noise_multiplier'], l2_clip=0.3,
+        bits=16, clients_per_round=5, dimension=310)
+    self.assertEqual(int(measured['padded_dim']), params.padded_dim)
+    self.assertAllClose(measured['scale_factor'], params.scale, rtol=1e-5)
+    self.assertAllClose(measured['scaled_local_stddev'],
+                        params.scaled_local_stddev, rtol=1e-5)
+    self.assertAllClose(measured['scaled_inflated_l2'],
+                        params.l2_sensitivity, rtol=1e-4)
+
+
+class FixedNoiseMultiplierTest(tf.test.TestCase):
+  """DP-FedAvg at a given noise multiplier (the local-DP comparison)."""
+
+  _SETTING = dict(value_type=tff.to_type([tff.TensorType(np.float32, [3])]),
+                  population=100, clients_per_round=10, rounds=5, delta=1e-3,
+                  bits=7, grouping='tensor', noise_stddev=0.1, l2_clip=0.3)
+
+  def test_given_noise_is_used_and_its_epsilon_reported(self):
+    plan = registry.build('dp_fedavg', target_epsilon=50.0, noise_multiplier=0.9,
+                      **self._SETTING)
+    self.assertEqual(plan.params['noise_multiplier'], 0.9)
+    self.assertEqual(plan.epsilon_after(5), accounting.dp_fedavg_epsilon(
+        noise_multiplier=0.9, population=100, clients_per_round=10, rounds=5,
+        delta=1e-3))
+    calibrated = registry.build('dp_fedavg', target_epsilon=50.0,
+                            **self._SETTING)
+    self.assertLess(calibrated.params['noise_multiplier'], 0.9)
+
+  def test_noise_above_the_budget_is_refused(self):
+    with self.assertRaisesRegex(aggregator_builders.OverBudgetError,
+                                r'noise_multiplier=0.5 gives epsilon=.*'
+                                r'above target_epsilon=1.0'):
+      registry.build('dp_fedavg', target_epsilon=1.0, noise_multiplier=0.5,
+                 **self._SETTING)
+
+  def test_clip_ratios_outside_the_idealisation_are_warned(self):
+    self.assertIsNone(registry.idealisation_warning(dict(clip_ratio=3.99)))
+    self.assertIsNone(registry.idealisation_warning(dict(noise_multiplier=1)))
+    self.assertRegex(registry.idealisation_warning(dict(clip_ratio=4.0)),
+                     r'WARNING: clip ratio 4.000 >= 4: outside the '
+                     r'idealisation .* docs/PRIVACY.md section 7')
+
+  def test_given_clip_ratio_is_used_and_checked(self):
+    plan = registry.build('dp_rec', target_epsilon=50.0, clip_ratio=0.8,
+                      **self._SETTING)
+    self.assertEqual(plan.params['clip_ratio'], 0.8)
+    self.assertAllClose(plan.params['l2_clip'], 0.08)
+    self.assertLessEqual(plan.epsilon_after(5), 50.0)
+    with self.assertRaisesRegex(ValueError, r'clip_ratio=3.0 gives epsilon='
+                                r'.* above target_epsilon=1.0'):
+      registry.build('dp_rec', target_epsilon=1.0, clip_ratio=3.0,
+                 **self._SETTING)
+
+  def test_config_refuses_it_without_dp_fedavg(self):
+    with self.assertRaisesRegex(ValueError,
+                                r'noise_multiplier=1.5 applies to dp_fedavg'):
+      config_lib.RunConfig(task='digits', aggregators=('dp_rec',),
+                           noise_multiplier=1.5)
+    with self.assertRaisesRegex(ValueError, 'noise_multiplier must be'):
+      config_lib.RunConfig(task='digits', aggregators=('dp_fedavg',),
+                           noise_multiplier=-1.0)
+    with self.assertRaisesRegex(ValueError, r'clip_ratio must be in \[0.001, '
+                                r'25.0\].*found 30.0'):
+      config_lib.RunConfig(task='digits', aggregators=('dp_rec',),
+                           clip_ratio=30.0)
+    with self.assertRaisesRegex(ValueError, r'clip_ratio=0.5 applies to '
+                                'dp_rec only'):
+      config_lib.RunConfig(task='digits', aggregators=('dp_fedavg',),
+                           clip_ratio=0.5)
+
+
+if __name__ == '__main__':
+  tf.test.main()
