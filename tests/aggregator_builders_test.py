@@ -11,6 +11,7 @@ from experiments.runner import config as config_lib
 from experiments.runner import execution
 from experiments.runner import registry
 from tff_dprec import accounting
+from tff_dprec.aggregators import dp_rec_in_law
 
 
 class DDGaussAccountingMatchesTffTest(tf.test.TestCase):
@@ -104,6 +105,39 @@ class FixedNoiseMultiplierTest(tf.test.TestCase):
                                 'dp_rec only'):
       config_lib.RunConfig(task='digits', aggregators=('dp_fedavg',),
                            clip_ratio=0.5)
+
+
+class InLawTest(tf.test.TestCase):
+  """`dp_rec_in_law`: DP-REC's calibration, accounting and traffic, its sum
+  drawn in law."""
+
+  _SETTING = dict(value_type=tff.to_type([tff.TensorType(np.float32, [6]),
+                                          tff.TensorType(np.float32, [2])]),
+                  population=1000, clients_per_round=4, rounds=5,
+                  delta=1e-4, target_epsilon=4.0, bits=None,
+                  grouping='tensor', noise_stddev=0.1, l2_clip=0.3)
+
+  def test_same_calibration_accounting_and_traffic_as_dp_rec(self):
+    real = registry.build('dp_rec', **self._SETTING)
+    law = registry.build(registry.DP_REC_IN_LAW, **self._SETTING)
+    self.assertEqual(law.params, dict(real.params, simulation='in_law'))
+    for field in ('private', 'sampling', 'upload_bits_per_client',
+                  'download_bits_per_client', 'accounting', 'local_epsilon'):
+      self.assertEqual(getattr(law, field), getattr(real, field), field)
+    self.assertEqual(law.epsilon_after(5), real.epsilon_after(5))
+    self.assertIsInstance(law.rec_sum, dp_rec_in_law.DPRecInLawSumFactory)
+    spec = registry.get(registry.DP_REC_IN_LAW)
+    self.assertTrue(spec.in_law)
+    self.assertEqual(registry.protocol(registry.DP_REC_IN_LAW), 'dp_rec')
+
+  def test_a_fixed_clip_ratio_applies_to_it(self):
+    config = config_lib.RunConfig(task='stackoverflow_lr',
+                                  aggregators=(registry.DP_REC_IN_LAW,),
+                                  clip_ratio=1.5)
+    self.assertEqual(config.clip_ratio, 1.5)
+    with self.assertRaisesRegex(ValueError, 'clip_ratio=1.5 applies to dp_rec'):
+      config_lib.RunConfig(task='stackoverflow_lr', aggregators=('fedavg',),
+                           clip_ratio=1.5)
 
 
 if __name__ == '__main__':
