@@ -20,6 +20,7 @@ import warnings
 
 from tff_dprec import accounting
 from tff_dprec import plan as plan_lib
+from tff_dprec.accounting import calibration
 from tff_dprec.plan import search as plan_search
 
 # The main job's federation (SO-LR) and Fashion-MNIST's.
@@ -147,7 +148,7 @@ KINDS = {
 def planner_bits(fed, target, groups):
   """The bits the planner chooses from c (`plan.search.auto_bits`)."""
   delta = delta_of(fed['population'])
-  return plan_search.auto_bits(lambda b: accounting.round_down(
+  return plan_search.auto_bits(lambda b: calibration.round_down(
       accounting.calibrate_clip_ratio(target_epsilon=target, bits=b,
                                       num_groups=groups, delta=delta,
                                       **fed)))[0]

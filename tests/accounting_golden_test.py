@@ -164,5 +164,19 @@ class GoldenTest(parameterized.TestCase):
       _check(_KIND_DIRECTION[direction], golden, value, f'{kind}{args}')
 
 
+  def test_the_per_round_curve(self):
+    # What a run reports after each round (`DpRecEpsilonCurve`), against the
+    # golden per-round epsilons computed from scratch round by round.
+    from tff_dprec import accounting  # pylint: disable=g-import-not-at-top
+    for case in _load():
+      if case['kind'] != 'dp_rec_rounds':
+        continue
+      c, bits, groups, n, b = case['args']
+      got = accounting.dp_rec_epsilons(
+          clip_ratio=c, bits=bits, num_groups=groups, population=n,
+          clients_per_round=b, delta=cases.delta_of(n),
+          rounds=range(1, cases.PER_ROUND + 1))
+      _check(UP, case['value'], got, f'curve{case["args"]}')
+
 if __name__ == '__main__':
   absltest.main()

@@ -29,6 +29,7 @@ from experiments.data import stackoverflow_data
 from experiments.data import tasks
 from experiments.runner import training
 from tests import support
+from tff_dprec.accounting import baselines
 
 _TINY = dict(seed=3, train_clients=40, heldout_clients=5, test_clients=15,
              num_words=300, num_tags=30, num_topics=6, mean_examples=12.0,
@@ -526,7 +527,7 @@ class DDGaussAccountingMatchesTffTest(tf.test.TestCase):
                               values).measurements['mean_value']
     finally:
       tff.backends.native.set_sync_local_cpp_execution_context()
-    params = accounting.ddgauss_params(
+    params = baselines.ddgauss_params(
         noise_multiplier=plan.params['noise_multiplier'], l2_clip=0.3,
         bits=16, clients_per_round=5, dimension=310)
     self.assertEqual(int(measured['padded_dim']), params.padded_dim)

@@ -23,6 +23,8 @@ from tff_dprec import accounting
 from tff_dprec import history
 from tff_dprec import plan as plan_lib
 from tff_dprec import sizes
+from tff_dprec.accounting import accountings
+from tff_dprec.accounting import calibration
 from tff_dprec.plan import markdown as plan_markdown
 from tff_dprec.plan import planner as plan_planner
 from tff_dprec.plan import search as plan_search
@@ -41,8 +43,8 @@ class CachedCalibrations(plan_lib.Calibrations):
     common = dict(population=fed.population,
                   clients_per_round=clients_per_round, delta=fed.delta)
     message = dict(bits=bits, num_groups=num_groups,
-                   accounting=accounting.PLD)
-    return accounting.round_down(calibration_cache.calibrate(
+                   accounting=accountings.PLD)
+    return calibration.round_down(calibration_cache.calibrate(
         'dp_rec_clip_ratio', accounting.calibrate_clip_ratio,
         lambda c: accounting.dp_rec_epsilon(
             clip_ratio=c, rounds=fed.rounds, **message, **common),
@@ -51,7 +53,7 @@ class CachedCalibrations(plan_lib.Calibrations):
   @functools.lru_cache(maxsize=None)
   def dp_fedavg_noise(self, accountant):
     fed = self.federation
-    return accounting.round_up(calibration_cache.calibrate(
+    return calibration.round_up(calibration_cache.calibrate(
         'dp_fedavg_noise_multiplier', accounting.calibrate_dp_fedavg_noise,
         lambda z: accounting.dp_fedavg_epsilon(
             noise_multiplier=z, rounds=fed.rounds, accounting=accountant,

@@ -12,8 +12,9 @@ import math
 from typing import Any, Callable, Optional
 
 from experiments.runner import calibration_cache
-from tff_dprec import plan as plan_lib
 from tff_dprec.accounting import accountings
+from tff_dprec.accounting import baselines
+from tff_dprec.plan import search as plan_search
 
 FLOAT_BITS = 32
 PAPER_BITS = 7  # REC's bits where they are not chosen from c.
@@ -149,8 +150,8 @@ def build(name: str, **setting) -> CalibratedAggregator:
   at most `target_epsilon` at `delta`. `record_messages` makes the REC-based
   aggregators report their messages (for history downlinks);
   `insecure_test_seed` (tests only, not private) makes their messages
-  deterministic. `accounting` is DP-REC's (`'pld'`, `'rdp'` (alias
-  `'sound'`) or `'paper'`) and DP-FedAvg's (`'pld'`, or RDP otherwise).
+  deterministic. `accounting` is DP-REC's (`'pld'`, `'rdp'` or
+  `'paper'`) and DP-FedAvg's (`'pld'`, or RDP otherwise).
 
   Raises:
     ValueError: For an unknown aggregator.
@@ -165,9 +166,9 @@ def build(name: str, **setting) -> CalibratedAggregator:
 
 # Bits chosen from c (`bits=None` for DP-REC): the library's rule, which
 # the planner (`python -m tff_dprec.plan`) uses too.
-REC_MARGIN_NATS = plan_lib.REC_MARGIN_NATS
-MAX_AUTO_BITS = plan_lib.MAX_AUTO_BITS
-auto_bits = plan_lib.auto_bits
+REC_MARGIN_NATS = plan_search.REC_MARGIN_NATS
+MAX_AUTO_BITS = plan_search.MAX_AUTO_BITS
+auto_bits = plan_search.auto_bits
 
 
 def idealisation_warning(params) -> Optional[str]:
@@ -206,23 +207,23 @@ def _rec_privacy(s, params, c, margin_met):
     _check_within_budget('clip_ratio', c, accounting.dp_rec_epsilon(
         clip_ratio=c, rounds=s.rounds, **message, **s.common), s)
   params = dict(params, clip_ratio=c, l2_clip=c * s.noise_stddev,
-                accounting=accounting.canonical(s.accounting))
+                accounting=s.accounting)
   if margin_met is not None:
     params['bits_from_c'] = True
     if not margin_met:
       # The cap: the coding may limit (more groups would not).
       params['bits_margin_met'] = False
-  label = f'dp_rec_{accounting.canonical(s.accounting)}'
+  label = f'dp_rec_{s.accounting}'
   local_epsilon = accounting.dp_rec_local_epsilon(
       clip_ratio=c, delta=s.delta, bits=params['bits'],
       num_groups=params['num_groups'], accounting=_proven(s.accounting))
 
+  # One kept state for every round's epsilon (dp_rec_epsilon's values).
+  curve = accounting.DpRecEpsilonCurve(clip_ratio=c, **message, **s.common)
+
   @functools.lru_cache(maxsize=None)  # The loop asks twice per round.
-  def epsilon_after(r, c=c):
-    if r == 0:
-      return 0.0
-    return accounting.dp_rec_epsilon(clip_ratio=c, rounds=r, **message,
-                                     **s.common)
+  def epsilon_after(r):
+    return curve.epsilon(r)
 
   return params, label, local_epsilon, epsilon_after
 
@@ -345,7 +346,7 @@ def _build_ddgauss(spec, s):
       'ddgauss_noise_multiplier', accounting.calibrate_ddgauss_noise,
       lambda z: accounting.ddgauss_epsilon(noise_multiplier=z, **settings),
       s.target_epsilon, **settings)
-  params = accounting.ddgauss_params(
+  params = baselines.ddgauss_params(
       noise_multiplier=z, l2_clip=s.l2_clip, bits=ddg_bits,
       clients_per_round=s.clients_per_round, dimension=dim)
   factory = tff.aggregators.UnweightedMeanFactory(

@@ -52,7 +52,9 @@ from experiments.studies import epsilon_sweep
 from experiments.studies import paper
 from experiments.studies import real_images
 from experiments.studies import tune as tune_lib
-from tff_dprec import plan as plan_lib
+from tff_dprec.accounting import calibration
+from tff_dprec.plan import planner as plan_planner
+from tff_dprec.plan import search as plan_search
 
 TASK = real_images.TASK
 ROUNDS = 1000  # The paper's (Appendix C).
@@ -199,7 +201,7 @@ def targets(rows, sound_epsilon) -> dict:
   out = {}
   for row in rows:
     if row.uses_paper_c:
-      out[row.key] = accounting.round_up(
+      out[row.key] = calibration.round_up(
           sound_epsilon(row.setting['clip_ratio']), 4)
     else:
       out[row.key] = row.epsilon if row.epsilon is not None else 1.0
@@ -351,10 +353,10 @@ def finished(base, rows, target) -> dict:
 def relative_noise(params: dict, clients_per_round: int) -> Optional[float]:
   """The planner's relative noise (noise sd on the mean update / clip)."""
   if params.get('noise_multiplier') is not None:
-    return plan_lib.gaussian_relative_noise(params['noise_multiplier'],
+    return plan_planner.gaussian_relative_noise(params['noise_multiplier'],
                                             clients_per_round)
   if params.get('clip_ratio') is not None:
-    return plan_lib.dp_rec_relative_noise(params['clip_ratio'],
+    return plan_search.dp_rec_relative_noise(params['clip_ratio'],
                                           clients_per_round)
   return None
 

@@ -1,4 +1,8 @@
-"""Benchmarks: `python -m experiments.bench codec|history|rounds`.
+"""Benchmarks: `python -m experiments.bench codec|history|rounds|accounting`.
+
+accounting: a cold calibration's time by phase, the planner's cold start
+and a run's epsilon per round (`experiments.studies.accounting_bench`;
+`--baseline_root` measures another checkout beside it).
 
 rounds: client-rounds per second through the TFF process
 (`experiments.studies.throughput`).
@@ -27,6 +31,7 @@ import sys
 import time
 
 from experiments.runner import cli as cli_lib
+from experiments.studies import accounting_bench
 from experiments.studies import throughput
 
 
@@ -217,7 +222,7 @@ def main(argv=None):
   parser = argparse.ArgumentParser(prog='python -m experiments.bench')
   cli_lib.add_verbose_argument(parser)
   parser.add_argument('what', choices=['codec', 'codec_one', 'history',
-                                       'rounds', 'images'])
+                                       'rounds', 'images', 'accounting'])
   parser.add_argument('--aggregators',
                       default=','.join(throughput.DEFAULT_AGGREGATORS))
   parser.add_argument('--paths', default=','.join(throughput.PATHS))
@@ -232,7 +237,15 @@ def main(argv=None):
   parser.add_argument('--dims', default='10000,1000000')
   parser.add_argument('--bits_list', default='4,7,10')
   parser.add_argument('--repeats', type=int, default=3)
+  parser.add_argument('--baseline_root', default=None,
+                      help='accounting: a checkout measured beside this one')
+  parser.add_argument('--rounds_sample', type=int, default=50,
+                      help="accounting: the baseline's epsilon per round "
+                      'from every n-th of the 1,000 rounds')
   args = parser.parse_args(argv)
+  if args.what == 'accounting':
+    accounting_bench.main(args)
+    return
   if args.what == 'rounds':
     from experiments.infra import worker_reaper  # pylint: disable=g-import-not-at-top
     worker_reaper.install()

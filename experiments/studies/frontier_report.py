@@ -16,7 +16,8 @@ from experiments.infra import atomic_files
 from experiments.runner import registry
 from experiments.runner import report
 from experiments.studies import tune as tune_lib
-from tff_dprec import plan as plan_lib
+from tff_dprec.plan import planner as plan_planner
+from tff_dprec.plan import search as plan_search
 
 # The point DP-REC's points are measured against.
 REFERENCE = ('dp_fedavg', 40)
@@ -26,9 +27,9 @@ def relative_noise(record: dict):
   """The planner's relative noise of a run from its parameters, or None."""
   params, b = record.get('params', {}), record['clients_per_round']
   if params.get('clip_ratio'):
-    return plan_lib.dp_rec_relative_noise(params['clip_ratio'], b)
+    return plan_search.dp_rec_relative_noise(params['clip_ratio'], b)
   if params.get('noise_multiplier'):
-    return plan_lib.gaussian_relative_noise(params['noise_multiplier'], b)
+    return plan_planner.gaussian_relative_noise(params['noise_multiplier'], b)
   return None
 
 

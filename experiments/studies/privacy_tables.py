@@ -12,6 +12,7 @@ import warnings
 import numpy as np
 
 from tff_dprec import accounting
+from tff_dprec.accounting import channel
 
 # (task, c, N, B, T, paper's epsilon, groups) from the paper's Appendix C;
 # 7 bits per group. SO-LR's logistic regression has 2 tensors, but the
@@ -36,7 +37,7 @@ def channel_ratios(clips=(0.8, 1.25, 2.0), bits=(7, 10), orders=(2, 4, 8)):
   rows = []
   for c in clips:
     for b in bits:
-      forward, reverse = accounting.rec_channel_rdp(clip_ratio=c, bits=b,
+      forward, reverse = channel.rec_channel_rdp(clip_ratio=c, bits=b,
                                                     orders=list(orders))
       gauss = np.asarray(orders) * c * c / 2
       rows.append((c, b, reverse / gauss, forward / gauss))

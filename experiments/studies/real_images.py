@@ -51,6 +51,7 @@ from experiments.runner import report
 from experiments.studies import epsilon_sweep
 from experiments.studies import paper
 from experiments.studies import tune as tune_lib
+from tff_dprec.accounting import calibration
 
 TASK = 'fashion_mnist'
 EPSILONS = (3.0, 6.0)
@@ -267,7 +268,7 @@ def run(output_dir: str, data_dir: str = 'data_cache',
                                 seeds=tuning_seeds)
   paper_c = paper_c_epsilons(task, base)
   rows = rows_for(chosen,
-                  lambda c: accounting.round_up(paper_c(c)[0], 4))
+                  lambda c: calibration.round_up(paper_c(c)[0], 4))
   results, pending = [], []
   for row in rows:
     if not ready(row, chosen):

@@ -6,6 +6,7 @@ job before it trains.
 
 from tff_dprec import accounting
 from tff_dprec import sizes
+from tff_dprec.accounting import calibration
 from tff_dprec.plan import planner
 from tff_dprec.plan import results
 from tff_dprec.plan import search
@@ -59,7 +60,7 @@ def _notes(p):
   notes.append(
       f'DP-REC: {r.bits} bits ({source}) x {r.num_groups} group(s), '
       f'a {r.upload_bits}-bit message; local epsilon per participation '
-      f'{accounting.round_up(r.local_epsilon, 4):.4g} (what the server '
+      f'{calibration.round_up(r.local_epsilon, 4):.4g} (what the server '
       'learns from one message, rounded up); download: the history or the '
       f'full state ({r.full_bits:,} bits), whichever is smaller, in '
       'expectation.')
