@@ -17,7 +17,7 @@ class AccountingsTest(parameterized.TestCase):
                     set(accountings.DP_FEDAVG_ACCOUNTINGS))
 
   def test_no_alias(self):
-    # 'sound' was an alias of 'rdp'; an accounting has one name.
+    # One name per accounting: no aliases.
     self.assertNotIn('sound', accountings.ACCOUNTINGS)
     self.assertFalse(hasattr(accountings, 'canonical'))
 

@@ -7,9 +7,10 @@ match it. The planner calibrates each mechanism with its default accountant
 whatever `--accounting`, `--clip_ratio` or `--bits` the run itself uses: it
 answers "what would the defaults give here". Calibrations go through the
 run's on-disk cache (`calibration_cache`), under the names and keys the
-aggregators' builders (`registry`) use, and so does the outcome of the
-break-even search: a run planned before finds every value there, each
-checked against the target once per process.
+aggregators' builders (`registry`) use, and so do the outcome of the
+break-even search and the margin checks that settle DP-REC's bits: a run
+planned before finds every value there, each calibration checked against
+the target once per process.
 """
 
 import functools
@@ -70,6 +71,23 @@ class CachedCalibrations(plan_lib.Calibrations):
         'ddgauss_noise_multiplier', accounting.calibrate_ddgauss_noise,
         lambda z: accounting.ddgauss_epsilon(noise_multiplier=z, **settings),
         fed.target_epsilon, **settings)
+
+  def dp_rec_misses_margin(self, clients_per_round, bits, num_groups):
+    """The planner's margin check (one epsilon), cached.
+
+    Not checked again on a hit: it only settles which bits to calibrate,
+    and the c calibrated at the bits chosen is checked as any other.
+    """
+    fed = self.federation
+    return calibration_cache.remember(
+        'plan_dp_rec_misses_margin',
+        lambda: super(CachedCalibrations, self).dp_rec_misses_margin(
+            clients_per_round, bits, num_groups),
+        lambda missed: isinstance(missed, bool),
+        target_epsilon=fed.target_epsilon, bits=bits, num_groups=num_groups,
+        rounds=fed.rounds, population=fed.population,
+        clients_per_round=clients_per_round, delta=fed.delta,
+        planner=_planner_fingerprint())
 
   def dp_rec_break_even(self, target_noise, bits, num_groups, at_b):
     """The search's (B', bits) cached; c at B' from its own cache entry.

@@ -14,6 +14,10 @@ another measurement):
   search evaluated;
 * the planner's cold start at the main job's setting (`python -m
   tff_dprec.plan ... --json`, a fresh process, imports included);
+* the main job's planner lines (`experiments.runner.planning`, through an
+  empty calibration cache), after the run's own calibrations of DP-REC,
+  DP-FedAvg and DDGauss16 (`registry.build`, not timed), as a run prints
+  them before it trains;
 * a run's epsilon after each of 1,000 rounds at Fashion-MNIST's setting
   (what `registry`'s `epsilon_after` costs a round).
 
@@ -160,6 +164,36 @@ def child_rounds(sample: int) -> dict:
               last=values[-1])
 
 
+def child_planner_lines() -> dict:
+  """The main job's planner lines after the run's calibrations, cold."""
+  import tempfile  # pylint: disable=g-import-not-at-top
+  os.environ['TFF_DPREC_CALIBRATION_CACHE'] = tempfile.mkdtemp()
+  from experiments.infra import worker_reaper  # pylint: disable=g-import-not-at-top
+  worker_reaper.install()
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  from experiments.runner import planning  # pylint: disable=g-import-not-at-top
+  from experiments.runner import registry  # pylint: disable=g-import-not-at-top
+  from tff_dprec import plan as plan_lib  # pylint: disable=g-import-not-at-top
+  n, dimension = 342477, 50050
+  fed = dict(population=n, clients_per_round=40, rounds=50,
+             target_epsilon=1.0, delta=n**-1.1)
+  built = {name: registry.build(
+      name, value_type=tff.TensorType(np.float32, [dimension]), bits=None,
+      grouping='network', noise_stddev=0.006, l2_clip=0.2,
+      record_messages=False, accounting='pld', **fed)
+           for name in ('dp_rec', 'dp_fedavg', 'ddgauss16')}
+  start = time.perf_counter()
+  # As `planning.plan_for_run` (the state of server SGD with momentum).
+  plan_lib.plan(dimension=dimension, bits=None,
+                num_groups=built['dp_rec'].params['num_groups'],
+                full_bits=2 * 32 * dimension, ddgauss_l2_clip=0.2,
+                calibrations=planning.CachedCalibrations, **fed)
+  seconds = time.perf_counter() - start
+  worker_reaper.reap()
+  return dict(seconds=seconds)
+
+
 def _run_child(root, *args):
   """JSON of this module's child mode in a fresh process on `root`."""
   env = dict(os.environ, PYTHONPATH=root, TFF_DPREC_CALIBRATION_CACHE='off')
@@ -182,6 +216,7 @@ def measure(root, rounds_sample):
   out = {name: _run_child(root, '--child=calibration', f'--name={name}')
          for name in CALIBRATIONS}
   out['plan'] = _plan_seconds(root)
+  out['planner_lines'] = _run_child(root, '--child=planner_lines')['seconds']
   out['rounds'] = _run_child(root, '--child=rounds',
                              f'--sample={rounds_sample}')
   return out
@@ -216,6 +251,8 @@ def report(new, old=None):
     row('  total', got['total'], None if was is None else was['total'])
   row('Planner, cold start (main job)', new['plan'],
       None if old is None else old['plan'])
+  row("Main job's planner lines, cold", new['planner_lines'],
+      None if old is None else old['planner_lines'])
   row(f'Epsilon per round, {ROUNDS}-round run', new['rounds']['per_round'] *
       1e3, None if old is None else old['rounds']['per_round'] * 1e3, 'ms')
   return lines
@@ -237,10 +274,17 @@ def _child_main(argv):
   options = dict(a.lstrip('-').split('=', 1) for a in argv)
   if options['child'] == 'calibration':
     result = child_calibration(options['name'])
+  elif options['child'] == 'planner_lines':
+    result = child_planner_lines()
   else:
     result = child_rounds(int(options['sample']))
   print(json.dumps(result))
 
 
 if __name__ == '__main__':
+  # Run as a script: its folder is not a package root (the code measured
+  # comes from PYTHONPATH).
+  if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(
+      os.path.abspath(__file__)):
+    sys.path.pop(0)
   _child_main(sys.argv[1:])

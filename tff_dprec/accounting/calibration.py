@@ -1,12 +1,20 @@
 """Calibration: the largest clip ratio or smallest noise meeting a target.
 
 Every search brackets the boundary of {x : epsilon(x) <= target} for an
-epsilon monotone in x, and returns a value that meets the target, within a
-relative tolerance of the boundary. `search` interpolates log epsilon
-against log x (false position, Illinois variant, with bisection as the
-safeguard): 9 to 15 epsilon evaluations for the accountants here, against
-bisection's 25 to 30.
-DDGauss, whose epsilon is not monotone in the noise, scans a log grid first.
+epsilon monotone in x, and returns a value that was evaluated and meets the
+target, within a relative tolerance of the boundary:
+
+* under the default accounting (`'pld'`: DP-REC's c, DP-FedAvg's z),
+  `lattice_search.largest_meeting`: the answer is a lattice point one step
+  on the safe side of the boundary, the same whatever the starting guess
+  (earlier calibrations of the same federation, kept as guesses), in about
+  four to eight evaluations; a point whose RDP epsilon (the cheaper bound,
+  never below the default's) meets the target is settled without its PLD;
+* otherwise `search`, which interpolates log epsilon against log x (false
+  position, Illinois variant, with bisection as the safeguard): 9 to 15
+  epsilon evaluations for the accountants here, against bisection's 25 to
+  30. DDGauss, whose epsilon is not monotone in the noise, scans a log grid
+  first.
 """
 
 import math
@@ -55,8 +63,10 @@ def calibrate_clip_ratio(*, target_epsilon: float, population: int,
                          tol: float = 1e-6) -> float:
   """Returns the largest clip ratio c whose DP-REC epsilon <= target_epsilon.
 
-  `search` (epsilon increases with c), relative tolerance `tol`; the value
-  returned always satisfies the target. Arguments as `dp_rec_epsilon`.
+  Relative tolerance `tol`; the value returned always satisfies the target.
+  Under `'pld'` it lies between (1 + tol)^-2 and (1 + tol)^-1 times the
+  boundary (`lattice_search`), otherwise within `tol` below it (`search`).
+  Arguments as `dp_rec_epsilon`.
 
   Raises:
     ValueError, TypeError: For invalid arguments.
@@ -152,7 +162,9 @@ def calibrate_dp_fedavg_noise(*, target_epsilon: float, population: int,
                               ) -> float:
   """Returns the smallest noise multiplier whose epsilon <= target_epsilon.
 
-  `accounting` and `conversion` as in `baselines.dp_fedavg_epsilon`.
+  `accounting` and `conversion` as in `baselines.dp_fedavg_epsilon`; under
+  `'pld'` the value lies between (1 + tol) and (1 + tol)^2 times the
+  boundary (`lattice_search`), otherwise within `tol` above it.
   """
   validation.check_positive_number(target_epsilon, 'target_epsilon')
   validation.check_choice(accounting, 'accounting',
