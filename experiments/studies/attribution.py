@@ -52,8 +52,6 @@ from experiments.studies import epsilon_sweep
 from experiments.studies import paper
 from experiments.studies import real_images
 from experiments.studies import tune as tune_lib
-from tff_dprec.accounting import calibration
-from tff_dprec.plan import planner as plan_planner
 from tff_dprec.plan import search as plan_search
 
 TASK = real_images.TASK
@@ -197,7 +195,7 @@ def sound_epsilon_of_c(task, base) -> callable:
 
 def targets(rows, sound_epsilon) -> dict:
   """{row key: the target epsilon its runs are configured with}."""
-  from tff_dprec import accounting  # pylint: disable=g-import-not-at-top
+  from tff_dprec.accounting import calibration  # pylint: disable=g-import-not-at-top
   out = {}
   for row in rows:
     if row.uses_paper_c:
@@ -353,11 +351,11 @@ def finished(base, rows, target) -> dict:
 def relative_noise(params: dict, clients_per_round: int) -> Optional[float]:
   """The planner's relative noise (noise sd on the mean update / clip)."""
   if params.get('noise_multiplier') is not None:
-    return plan_planner.gaussian_relative_noise(params['noise_multiplier'],
-                                            clients_per_round)
+    return plan_search.gaussian_relative_noise(params['noise_multiplier'],
+                                               clients_per_round)
   if params.get('clip_ratio') is not None:
     return plan_search.dp_rec_relative_noise(params['clip_ratio'],
-                                          clients_per_round)
+                                             clients_per_round)
   return None
 
 

@@ -10,7 +10,6 @@ import tensorflow as tf
 
 from experiments.studies import paper
 from experiments.studies import paper_models
-from tff_dprec import accounting
 from tff_dprec import history
 from tff_dprec.accounting import baselines
 

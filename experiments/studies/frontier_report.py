@@ -16,7 +16,6 @@ from experiments.infra import atomic_files
 from experiments.runner import registry
 from experiments.runner import report
 from experiments.studies import tune as tune_lib
-from tff_dprec.plan import planner as plan_planner
 from tff_dprec.plan import search as plan_search
 
 # The point DP-REC's points are measured against.
@@ -29,7 +28,7 @@ def relative_noise(record: dict):
   if params.get('clip_ratio'):
     return plan_search.dp_rec_relative_noise(params['clip_ratio'], b)
   if params.get('noise_multiplier'):
-    return plan_planner.gaussian_relative_noise(params['noise_multiplier'], b)
+    return plan_search.gaussian_relative_noise(params['noise_multiplier'], b)
   return None
 
 

@@ -29,12 +29,6 @@ OPTIMIZER_SLOTS = {'sgd': 0, 'sgdm': 1, 'adam': 2}
 _MARGIN_SLACK = 1e-4
 
 
-def gaussian_relative_noise(noise_multiplier: float,
-                            clients_per_round: int) -> float:
-  """z / B: DP-FedAvg's and DDGauss's noise on the mean over the clip."""
-  return noise_multiplier / clients_per_round
-
-
 def expected_history_download_bits(*, population: int,
                                    clients_per_round: int, rounds: int,
                                    message_bits: int,
@@ -268,7 +262,8 @@ def _dp_fedavg_plan(fed, cal):
   z = cal.dp_fedavg_noise(accountings.PLD)
   return results.DpFedAvgPlan(
       parameter=z,
-      relative_noise=gaussian_relative_noise(z, fed.clients_per_round),
+      relative_noise=search.gaussian_relative_noise(z,
+                                                    fed.clients_per_round),
       upload_bits=_model_bits(fed), download_bits=_model_bits(fed),
       rdp_noise_multiplier=cal.dp_fedavg_noise(accountings.RDP))
 
@@ -288,7 +283,8 @@ def _ddgauss_plan(fed, cal, l2_clip):
         bits=DDGAUSS_BITS, l2_clip=l2_clip, error=str(e))
   return results.DdgaussPlan(
       parameter=z,
-      relative_noise=gaussian_relative_noise(z, fed.clients_per_round),
+      relative_noise=search.gaussian_relative_noise(z,
+                                                    fed.clients_per_round),
       upload_bits=DDGAUSS_BITS * padded, download_bits=_model_bits(fed),
       bits=DDGAUSS_BITS, l2_clip=l2_clip)
 

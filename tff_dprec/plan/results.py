@@ -10,7 +10,6 @@ from typing import ClassVar, Optional
 
 import attrs
 
-from tff_dprec import accounting
 from tff_dprec.accounting import accountings
 
 

@@ -103,6 +103,12 @@ def dp_rec_relative_noise(clip_ratio: float, clients_per_round: int) -> float:
   return 1.0 / (clip_ratio * math.sqrt(clients_per_round))
 
 
+def gaussian_relative_noise(noise_multiplier: float,
+                            clients_per_round: int) -> float:
+  """z / B: DP-FedAvg's and DDGauss's noise on the mean over the clip."""
+  return noise_multiplier / clients_per_round
+
+
 def break_even(target_noise: float, population: int,
                clip_ratio_at: Callable[[int, Optional[float]], tuple],
                clients_per_round: int) -> Optional[tuple]:
