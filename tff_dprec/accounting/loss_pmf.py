@@ -21,7 +21,9 @@ accounting:
 * `LossPmf.epsilon_for_delta`: the smallest epsilon whose hockey-stick
   divergence is at most delta, read off as dp_accounting's
   `_get_epsilon_for_delta` reads it (the same running sums, in the same
-  order), with array operations in place of its Python loop.
+  order; numpy's exp may differ from math's in the last bit), with array
+  operations in place of its Python loop, from the top loss down to the
+  answer.
 
 Every step is pessimistic as dp_accounting's is (docs/PRIVACY.md, 9.3).
 """
@@ -42,6 +44,10 @@ _KEPT_TRANSFORMS = 2
 # From this count on, numpy's complex power z ** count is exp(count log z)
 # (below it multiplies), so a kept log z gives the same values.
 _POWER_BY_LOG = 100
+# exp(x) is exactly 0 below this (e^-746 is under half the least double).
+_UNDERFLOW = -746.0
+# Losses in the first block `epsilon_for_delta` walks (doubling after).
+_FIRST_BLOCK = 16384
 
 
 class LossPmf:
@@ -99,29 +105,39 @@ class LossPmf:
     delta(eps) = inf_mass + sum over losses l > eps of p_l (1 - e^(eps - l)).
     Walking the losses downwards with the running sums U = inf_mass +
     sum p_l and L = sum p_l e^-l, the answer is log((U - delta) / L) at the
-    first loss at or below that value; inf when inf_mass > delta.
+    first loss at or below that value; inf when inf_mass > delta. The
+    walk goes in blocks from the top loss, each block's sums continuing the
+    last block's (the same sums as one walk), and stops at the answer.
     """
     if self.infinity_mass > delta:
       return math.inf
-    n = self.probs.size
     probs = self.probs[::-1]
-    steps = np.full(n, -self.discretization)
-    steps[0] = (self.lower + n - 1) * self.discretization
-    losses = np.cumsum(steps)  # The top loss, stepped down as a sum.
-    upper = np.cumsum(np.concatenate([[self.infinity_mass], probs]))
-    lower = np.cumsum(np.concatenate(
-        [[0.0], np.exp(-losses) * probs]))
-    # Before adding loss k the sums are upper[k], lower[k].
-    stop = _first_stop(upper[:-1], lower[:-1], losses, delta)
-    # A loss so large that e^-l underflows: the answer is that loss.
-    exhausted = np.flatnonzero((upper[1:] >= delta) & (lower[1:] == 0.0))
-    if exhausted.size and (stop is None or exhausted[0] < stop):
-      return max(0.0, float(losses[exhausted[0]]))
-    k = n if stop is None else stop
-    mass_upper, mass_lower = float(upper[k]), float(lower[k])
-    if mass_upper <= mass_lower + delta:
-      return 0.0
-    return math.log((mass_upper - delta) / mass_lower)
+    # The top loss, then stepped down one step at a time (as a sum).
+    loss = (self.lower + probs.size - 1) * self.discretization
+    upper, lower = self.infinity_mass, 0.0
+    start, block = 0, _FIRST_BLOCK
+    while start < probs.size:
+      p = probs[start:start + block]
+      steps = np.full(p.size, -self.discretization)
+      if start == 0:
+        steps[0] = loss
+        losses = np.cumsum(steps)
+      else:
+        losses = np.cumsum(np.concatenate([[loss], steps]))[1:]
+      uppers = np.cumsum(np.concatenate([[upper], p]))
+      lowers = np.cumsum(np.concatenate([[lower], np.exp(-losses) * p]))
+      # Before adding loss k the sums are uppers[k], lowers[k].
+      stop = _first_stop(uppers[:-1], lowers[:-1], losses, delta)
+      # A loss so large that e^-l underflows: the answer is that loss.
+      exhausted = np.flatnonzero((uppers[1:] >= delta) & (lowers[1:] == 0.0))
+      if exhausted.size and (stop is None or exhausted[0] < stop):
+        return max(0.0, float(losses[exhausted[0]]))
+      if stop is not None:
+        return _epsilon(float(uppers[stop]), float(lowers[stop]), delta)
+      loss, upper, lower = losses[-1], uppers[-1], lowers[-1]
+      start += p.size
+      block *= 2
+    return _epsilon(float(upper), float(lower), delta)
 
   def delta_for_epsilon(self, epsilons) -> np.ndarray:
     """The hockey-stick divergence at each epsilon (array in, array out)."""
@@ -145,7 +161,8 @@ class SelfComposer:
   count, the window read back. The bound's moment generating function and
   the transform (one per FFT size, which consecutive counts mostly share)
   are kept, so a run's epsilon after every round costs one power and one
-  inverse FFT a round.
+  inverse FFT a round; the power is computed only where it does not
+  underflow to 0 (after a few hundred draws, nearly everywhere).
   """
 
   def __init__(self, pmf: LossPmf):
@@ -182,10 +199,17 @@ class SelfComposer:
     transform, log_transform = self._transform(size)
     if count < _POWER_BY_LOG:
       power = transform**count
-    else:  # numpy's complex power there, with log F computed once.
-      power = np.exp(count * log_transform)
+    else:  # numpy's complex power there, with log F computed once,
+      exponent = count * log_transform
+      # and exactly 0 where exp underflows (most of it after many rounds).
+      live = exponent.real >= _UNDERFLOW
+      power = np.zeros_like(transform)
+      power[live] = np.exp(exponent[live])
     probs = np.real(fft.ifft(power))
-    probs = np.roll(probs, -first)[:length]
+    # The window, wrapping around the FFT's circle (np.roll's values).
+    offset = first % size
+    probs = np.concatenate([probs[offset:offset + length],
+                            probs[:max(0, offset + length - size)]])
     infinity = (TAIL_MASS_TRUNCATION -
                 math.expm1(count * math.log1p(-pmf.infinity_mass)))
     return LossPmf(pmf.discretization, pmf.lower * count + first, probs,
@@ -264,6 +288,13 @@ def connect_dots(discretization: float, lo: int, hi: int,
                  math.expm1(discretization))
   probs[-1] = diffs[-1] / math.expm1(-discretization)
   return LossPmf(discretization, lo, np.maximum(0.0, probs), deltas[-1])
+
+
+def _epsilon(mass_upper: float, mass_lower: float, delta: float) -> float:
+  """log((U - delta) / L), or 0 where that is not positive."""
+  if mass_upper <= mass_lower + delta:
+    return 0.0
+  return math.log((mass_upper - delta) / mass_lower)
 
 
 def _first_above(cumulative: np.ndarray, threshold: float) -> int:
