@@ -10,6 +10,7 @@ import math
 
 from absl.testing import absltest
 from absl.testing import parameterized
+from dp_accounting.pld import common
 from dp_accounting.pld import pld_pmf
 import numpy as np
 
@@ -38,7 +39,8 @@ class LossPmfTest(parameterized.TestCase):
       # one, and no sampling; counts below and above numpy's switch of
       # complex power (100).
       (2.0, 1e-4, 1e-4, (1, 40, 99, 100, 2000)),
-      (1.0, 0.05, 1e-3, (3, 250)),
+      # Most of the transform's power underflows at 5,000 draws.
+      (1.0, 0.05, 1e-3, (3, 250, 5000)),
       (0.5, 1.0, 1e-3, (1, 10, 150)),
   )
   def test_self_composition_epsilons_match_dp_accounting(self, mu, q, step,
@@ -80,6 +82,19 @@ class LossPmfTest(parameterized.TestCase):
     for delta in (1e-6, 1e-3):
       self.assertAlmostEqual(ours.epsilon_for_delta(delta),
                              theirs.get_epsilon_for_delta(delta), places=12)
+
+  def test_windows_are_dp_accountings(self):
+    # From close moment generating functions where they decide, from
+    # dp_accounting's own where they might not: its window every time.
+    for mu, q, step in ((2.0, 1e-4, 1e-4), (1.0, 0.05, 1e-3)):
+      lo, hi, remove, add = _profile(mu, q, step)
+      for deltas in (remove, add):
+        pmf, _ = _both(step, lo, hi, deltas)
+        composer = loss_pmf.SelfComposer(pmf)
+        for count in (1, 2, 7, 99, 100, 2000, 163600):
+          self.assertEqual(
+              composer.window(count),
+              common.compute_self_convolve_bounds(pmf.probs, count, 1e-15))
 
   def test_a_kept_transform_gives_the_fresh_values(self):
     lo, hi, remove, _ = _profile(2.0, 1e-3, 1e-4)

@@ -28,9 +28,11 @@ import collections
 import math
 from typing import Callable, Dict, Hashable, NamedTuple, Optional
 
-# Slope of log epsilon in log x assumed for the first step (about the
-# Gaussian mechanism's epsilon at moderate epsilon, which grows like x^2).
-DEFAULT_SLOPE = 2.0
+# Slope of log epsilon in log x assumed for the first step: about that of
+# the amplified PLD epsilons near their boundaries (6 to 10 at the main
+# job's setting; a steeper guess undershoots, which costs less than an
+# overshoot to where epsilon is large and slow to evaluate).
+DEFAULT_SLOPE = 6.0
 # Steps before the search bisects a bracket that has not halved.
 _STALL_STEPS = 3
 _MAX_EVALUATIONS = 200

@@ -34,7 +34,6 @@ from typing import Sequence
 import numpy as np
 from scipy import fft
 from scipy import signal
-from scipy import special
 
 # Tail mass that a composition may move to +infinity (dp_accounting's
 # default for `self_compose` and `compose`).
@@ -48,6 +47,12 @@ _POWER_BY_LOG = 100
 _UNDERFLOW = -746.0
 # Losses in the first block `epsilon_for_delta` walks (doubling after).
 _FIRST_BLOCK = 16384
+# Orders of the Chernoff bound `_log_mgfs` takes in one array operation.
+_ORDERS_AT_ONCE = 8
+# A bound on the absolute error of `_close_log_mgfs` (each the log of a
+# sum of positive terms, each within 31 units in the last place of its
+# value, the sum pairwise: about 1e-14), with room to spare.
+_CLOSE_ERROR = 1e-12
 
 
 class LossPmf:
@@ -170,23 +175,54 @@ class SelfComposer:
     probs = pmf.probs
     self._orders = np.concatenate(
         (np.arange(-20, 0), np.arange(1, 21))) / probs.size
-    # log E[e^(order i)] at each order, as dp_accounting's bound takes it.
-    self._log_mgfs = [special.logsumexp(
-        np.arange(probs.size) * order, b=probs) for order in self._orders]
-    self._transforms = {}  # FFT size -> (F, log F).
+    # log E[e^(order i)] at each order, as dp_accounting's bound takes it:
+    # close values (absolute error below _CLOSE_ERROR) for every order,
+    # and its own, to the last bit, for the orders a window can rest on.
+    self._close_log_mgfs = _close_log_mgfs(probs)
+    self._log_mgfs = {}  # order's index -> dp_accounting's value
+    self._transforms = {}  # FFT size -> (F, log |F|).
 
   def window(self, count: int):
-    """(first, last) grid offsets kept of the count-fold sum."""
+    """(first, last) grid offsets kept of the count-fold sum.
+
+    dp_accounting's window: each order's bound rounded to a grid offset,
+    the tightest kept. An order whose bound, from the close moment
+    generating function, cannot be the tightest whatever its error is
+    left out; the others' bounds are computed as dp_accounting computes
+    them.
+    """
     upper = (self._pmf.probs.size - 1) * count
     lower = 0
-    log_two_over_tail = math.log(2 / TAIL_MASS_TRUNCATION)
-    for order, log_mgf in zip(self._orders, self._log_mgfs):
-      bound = (count * log_mgf + log_two_over_tail) / order
-      if order > 0:
-        upper = min(upper, math.ceil(bound))
+    for sign, rounding, tightest in ((1.0, math.ceil, min),
+                                     (-1.0, math.floor, max)):
+      close = []
+      for i, order in enumerate(self._orders):
+        if order * sign > 0:
+          bound = self._bound(count, order, self._close_log_mgfs[i])
+          slack = (count * _CLOSE_ERROR / abs(order) + 1e-12 * abs(bound))
+          close.append((i, rounding(bound - slack), rounding(bound + slack)))
+      # The tightest any order can be, and the orders that can reach it.
+      reach = tightest(ends[2] if sign > 0 else ends[1] for ends in close)
+      exact = [rounding(self._bound(count, self._orders[i],
+                                    self._log_mgf(i)))
+               for i, low, high in close
+               if (low if sign > 0 else high) * sign <= reach * sign]
+      if sign > 0:
+        upper = min([upper] + exact)
       else:
-        lower = max(lower, math.floor(bound))
+        lower = max([lower] + exact)
     return lower, upper
+
+  @staticmethod
+  def _bound(count, order, log_mgf):
+    """The Chernoff bound of one order (dp_accounting's arithmetic)."""
+    return (count * log_mgf + math.log(2 / TAIL_MASS_TRUNCATION)) / order
+
+  def _log_mgf(self, i):
+    """dp_accounting's log E[e^(order i)] for the i-th order."""
+    if i not in self._log_mgfs:
+      self._log_mgfs[i] = _log_mgfs(self._pmf.probs, self._orders[i:i + 1])[0]
+    return self._log_mgfs[i]
 
   def compose(self, count: int) -> LossPmf:
     """The PMF of `count` independent copies summed."""
@@ -196,15 +232,16 @@ class SelfComposer:
     first, last = self.window(count)
     length = last - first + 1
     size = fft.next_fast_len(max(length, pmf.probs.size))
-    transform, log_transform = self._transform(size)
+    transform, log_modulus = self._transform(size)
     if count < _POWER_BY_LOG:
       power = transform**count
-    else:  # numpy's complex power there, with log F computed once,
-      exponent = count * log_transform
-      # and exactly 0 where exp underflows (most of it after many rounds).
-      live = exponent.real >= _UNDERFLOW
+    else:
+      # numpy's complex power there, exp(count log F), computed only where
+      # it does not underflow to exactly 0 (|F|^count < e^-747; most of
+      # the transform after a few hundred draws).
+      live = count * log_modulus >= _UNDERFLOW - 1.0
       power = np.zeros_like(transform)
-      power[live] = np.exp(exponent[live])
+      power[live] = np.exp(count * np.log(transform[live]))
     probs = np.real(fft.ifft(power))
     # The window, wrapping around the FFT's circle (np.roll's values).
     offset = first % size
@@ -221,7 +258,7 @@ class SelfComposer:
         self._transforms.pop(next(iter(self._transforms)))
       transform = fft.fft(self._pmf.probs, size)
       with np.errstate(divide='ignore'):
-        self._transforms[size] = (transform, np.log(transform))
+        self._transforms[size] = (transform, np.log(np.abs(transform)))
     return self._transforms[size]
 
 
@@ -288,6 +325,49 @@ def connect_dots(discretization: float, lo: int, hi: int,
                  math.expm1(discretization))
   probs[-1] = diffs[-1] / math.expm1(-discretization)
   return LossPmf(discretization, lo, np.maximum(0.0, probs), deltas[-1])
+
+
+def _log_mgfs(probs: np.ndarray, orders: np.ndarray) -> np.ndarray:
+  """scipy.special.logsumexp(arange(n) * order, b=probs) at each order.
+
+  The same operations (weights 0 as exponents -inf, the largest exponent
+  subtracted before exp and added after log, a pairwise sum per order),
+  so the same values, several orders to an array operation.
+  """
+  index = np.arange(probs.size)
+  zero = probs == 0
+  out = np.empty(len(orders))
+  for start in range(0, len(orders), _ORDERS_AT_ONCE):
+    block = orders[start:start + _ORDERS_AT_ONCE]
+    exponents = index[None, :] * block[:, None]
+    exponents[:, zero] = -np.inf
+    top = np.amax(exponents, axis=1, keepdims=True)
+    top[~np.isfinite(top)] = 0.0
+    sums = np.sum(probs[None, :] * np.exp(exponents - top), axis=1)
+    with np.errstate(divide='ignore'):
+      out[start:start + block.size] = np.log(sums) + top[:, 0]
+  return out
+
+
+def _close_log_mgfs(probs: np.ndarray) -> np.ndarray:
+  """log sum_i probs[i] e^(k i / n) for k = -20..-1, 1..20 (n the length),
+  the order of `SelfComposer`'s bound, to a relative 1e-13.
+
+  e^(k i / n) as the k-th power of e^(i / n) by repeated products (k
+  roundings of at most half a unit in the last place, after exp's one),
+  then a pairwise sum: an array product per order instead of an exp.
+  """
+  n = probs.size
+  out = []
+  for sign in (-1.0, 1.0):
+    step = np.exp(sign * np.arange(n) / n)
+    power = np.ones(n)
+    logs = []
+    for _ in range(20):
+      power = power * step
+      logs.append(math.log(float(np.sum(probs * power))))
+    out.append(logs[::-1] if sign < 0 else logs)
+  return np.asarray(out[0] + out[1])
 
 
 def _epsilon(mass_upper: float, mass_lower: float, delta: float) -> float:
