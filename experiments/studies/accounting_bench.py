@@ -92,6 +92,7 @@ class _PhaseTimer:
   def __init__(self):
     self.seconds = {}
     self._stack = []  # [phase, start, time in nested patched calls]
+    self._installed = []  # (owner, name, original)
 
   def wrap(self, fn, phase):
     def timed(*args, **kwargs):
@@ -108,6 +109,7 @@ class _PhaseTimer:
     return timed
 
   def install(self):
+    """Wraps every function of `_PHASES` this version has."""
     import importlib  # pylint: disable=g-import-not-at-top
     for module_name, attribute, phase in _PHASES:
       try:
@@ -118,7 +120,14 @@ class _PhaseTimer:
       for part in path:
         owner = getattr(owner, part, None)
       if owner is not None and hasattr(owner, name):
-        setattr(owner, name, self.wrap(getattr(owner, name), phase))
+        original = getattr(owner, name)
+        self._installed.append((owner, name, original))
+        setattr(owner, name, self.wrap(original, phase))
+
+  def uninstall(self):
+    while self._installed:
+      owner, name, original = self._installed.pop()
+      setattr(owner, name, original)
 
 
 def child_calibration(name: str) -> dict:
@@ -229,7 +238,8 @@ def report(new, old=None):
   def row(label, value, before=None, unit='s'):
     text = f'{label:<34} {value:>9.3f} {unit}'
     if before is not None:
-      text += f'   baseline {before:>9.3f} {unit}   speed-up {before / value:>6.1f}x'
+      text += (f'   baseline {before:>9.3f} {unit}   speed-up '
+               f'{before / value:>6.1f}x')
     lines.append(text)
 
   for name in CALIBRATIONS:
@@ -246,7 +256,8 @@ def report(new, old=None):
       before = None if was is None else was['phases'].get(phase, 0.0)
       text = f'  {phase:<30} {value:>7.3f} s {share}'
       if before is not None:
-        text += f'   baseline {before:>7.3f} s ({100 * before / was["total"]:4.1f}%)'
+        share = 100 * before / was['total']
+        text += f'   baseline {before:>7.3f} s ({share:4.1f}%)'
       lines.append(text)
     row('  total', got['total'], None if was is None else was['total'])
   row('Planner, cold start (main job)', new['plan'],
