@@ -225,7 +225,8 @@ def _define_privacy_flags():
       'accounting', accountings.DEFAULT_ACCOUNTING,
       list(accountings.ACCOUNTINGS),
       "Privacy accounting of DP-REC and DP-FedAvg: 'pld' (default: the "
-      "smaller of the PLD and RDP epsilons), 'rdp' (alias 'sound'), both "
+      "smaller of the certified PLD and RDP epsilons), 'rdp' (the RDP "
+      "epsilon), both "
       "proven (docs/PRIVACY.md); or, for DP-REC, 'paper' (the paper's "
       "Theorem 1, unproven for grouped messages; DP-FedAvg then uses RDP). "
       "DDGauss has an RDP accountant only.")

@@ -9,21 +9,17 @@ from tff_dprec.accounting import accountings
 class AccountingsTest(parameterized.TestCase):
 
   def test_names(self):
-    self.assertEqual(accountings.ACCOUNTINGS, ('pld', 'rdp', 'sound', 'paper'))
+    self.assertEqual(accountings.ACCOUNTINGS, ('pld', 'rdp', 'paper'))
     self.assertEqual(accountings.DEFAULT_ACCOUNTING, accountings.PLD)
     self.assertLess(set(accountings.DP_FEDAVG_ACCOUNTINGS),
                     set(accountings.ACCOUNTINGS))
     self.assertLess(set(accountings.DDGAUSS_ACCOUNTINGS),
                     set(accountings.DP_FEDAVG_ACCOUNTINGS))
 
-  @parameterized.parameters(('pld', 'pld'), ('rdp', 'rdp'), ('sound', 'rdp'),
-                            ('paper', 'paper'))
-  def test_canonical(self, name, expected):
-    self.assertEqual(accountings.canonical(name), expected)
-
-  def test_canonical_rejects_unknown(self):
-    with self.assertRaisesRegex(ValueError, 'accounting'):
-      accountings.canonical('exact')
+  def test_no_alias(self):
+    # One name per accounting: no aliases.
+    self.assertNotIn('sound', accountings.ACCOUNTINGS)
+    self.assertFalse(hasattr(accountings, 'canonical'))
 
   @parameterized.parameters(2, 100, 4000, 342477, np.int64(3500))
   def test_default_delta_is_n_to_the_minus_1_1(self, population):

@@ -4,8 +4,11 @@ import math
 
 from absl.testing import parameterized
 import dp_accounting
+import numpy as np
 
 from tff_dprec import accounting
+from tff_dprec.accounting import baselines
+from tff_dprec.accounting import rdp_bounds
 
 
 def _paper_delta(population):
@@ -51,7 +54,7 @@ class DpFedAvgTest(parameterized.TestCase):
     self.assertLess(tight, classic)
     # The tight default matches dp_accounting's own RDP accountant.
     accountant = dp_accounting.rdp.RdpAccountant(
-        orders=accounting.DEFAULT_ORDERS)
+        orders=rdp_bounds.PAPER_ORDERS)
     accountant.compose(
         dp_accounting.PoissonSampledDpEvent(
             0.01, dp_accounting.GaussianDpEvent(1.0)), 100)
@@ -66,6 +69,23 @@ class DpFedAvgTest(parameterized.TestCase):
     self.assertGreater(
         accounting.dp_fedavg_epsilon(noise_multiplier=z * 0.999, **kwargs),
         3.0)
+
+  @parameterized.parameters((0.01, 1.0, 100), (40 / 342477, 0.8, 50),
+                            (0.1, 3.0, 1000), (0.5, 0.7, 3))
+  def test_private_rdp_function_is_rdp_accountants(self, q, z, rounds):
+    # baselines.subsampled_gaussian_rdp calls dp_accounting's private
+    # _compute_rdp_poisson_subsampled_gaussian (0.4.3 exposes neither it nor
+    # RdpAccountant's RDP vector): this fails if dp_accounting renames it or
+    # changes what RdpAccountant composes for this event.
+    orders = np.asarray(accounting.baselines.DEFAULT_ORDERS, np.float64)
+    rdp = rounds * accounting.baselines.subsampled_gaussian_rdp(q, z, orders)
+    accountant = dp_accounting.rdp.RdpAccountant(list(orders))
+    accountant.compose(dp_accounting.PoissonSampledDpEvent(
+        q, dp_accounting.GaussianDpEvent(z)), rounds)
+    delta = 1e-6
+    self.assertEqual(
+        accounting.baselines.rdp_to_epsilon(orders, rdp, delta, 'tight'),
+        accountant.get_epsilon(delta))
 
   def test_tiny_sampling_rate_and_huge_noise(self):
     # dp_accounting's RdpAccountant refuses its own RDP here (-2.6e-16 at
@@ -121,7 +141,7 @@ class DDGaussTest(parameterized.TestCase):
     # Independent check against TFF's own (private) helpers.
     from tensorflow_federated.python.aggregators import discretization  # pylint: disable=g-import-not-at-top
     from tensorflow_federated.python.aggregators import distributed_dp  # pylint: disable=g-import-not-at-top
-    p = accounting.ddgauss_params(noise_multiplier=1.0, l2_clip=1.0,
+    p = baselines.ddgauss_params(noise_multiplier=1.0, l2_clip=1.0,
                                   bits=bits, clients_per_round=50,
                                   dimension=dim, beta=beta,
                                   rotation_type=rotation_type)
@@ -176,7 +196,7 @@ class DDGaussTest(parameterized.TestCase):
 
   def test_refuses_configurations_tff_refuses(self):
     with self.assertRaisesRegex(ValueError, 'bits=4 is too small'):
-      accounting.ddgauss_params(noise_multiplier=1.0, l2_clip=1.0, bits=4,
+      baselines.ddgauss_params(noise_multiplier=1.0, l2_clip=1.0, bits=4,
                                 clients_per_round=100, dimension=10)
 
 
@@ -208,11 +228,14 @@ class DpFedAvgPldTest(parameterized.TestCase):
     self.assertGreater(rdp, accounting.baselines.PLD_MAX_RDP_EPSILON)
     self.assertEqual(accounting.dp_fedavg_epsilon(**kwargs), rdp)
 
-  def test_sound_is_rdp_for_dp_fedavg(self):
+  def test_rdp_accounting_and_conversions(self):
     kwargs = dict(noise_multiplier=0.9, population=4000, clients_per_round=40,
                   rounds=10, delta=1e-5)
-    self.assertEqual(accounting.dp_fedavg_epsilon(accounting='sound', **kwargs),
-                     accounting.dp_fedavg_epsilon(accounting='rdp', **kwargs))
+    with self.assertRaisesRegex(ValueError, 'accounting'):
+      accounting.dp_fedavg_epsilon(accounting='sound', **kwargs)
+    self.assertLessEqual(accounting.dp_fedavg_epsilon(**kwargs),
+                         accounting.dp_fedavg_epsilon(accounting='rdp',
+                                                      **kwargs))
     with self.assertRaisesRegex(ValueError, 'conversion'):
       accounting.calibrate_dp_fedavg_noise(
           target_epsilon=1.0, population=4000, clients_per_round=40,

@@ -114,10 +114,10 @@ class CalibrationTest(parameterized.TestCase):
 
   @parameterized.parameters(1.2641164, 0.000123456789, 9.9999999, 3.0, 25.0)
   def test_rounding_is_safe(self, value):
-    self.assertLessEqual(accounting.round_down(value), value)
-    self.assertGreaterEqual(accounting.round_up(value), value)
-    self.assertLess(value - accounting.round_down(value), 2e-5 * value)
-    self.assertLess(accounting.round_up(value) - value, 2e-5 * value)
+    self.assertLessEqual(calibration.round_down(value), value)
+    self.assertGreaterEqual(calibration.round_up(value), value)
+    self.assertLess(value - calibration.round_down(value), 2e-5 * value)
+    self.assertLess(calibration.round_up(value) - value, 2e-5 * value)
 
 
 if __name__ == '__main__':

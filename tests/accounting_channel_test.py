@@ -12,7 +12,6 @@ import mpmath
 import numpy as np
 from scipy import special
 
-from tff_dprec import accounting
 from tff_dprec.accounting import channel
 
 # Exact reverse divergences (c, K, a), a reference table computed apart
@@ -60,27 +59,27 @@ class ReverseTest(parameterized.TestCase):
 
   @parameterized.parameters(*_EXACT_REVERSE)
   def test_matches_exact_table(self, c, k, order, expected):
-    _, reverse = accounting.rec_channel_rdp(
+    _, reverse = channel.rec_channel_rdp(
         clip_ratio=c, bits=int(math.log2(k)), orders=[order])
     self.assertAlmostEqual(reverse[0], expected, delta=6e-5)
 
   @parameterized.parameters((0.5, 2), (1.25, 5), (2.0, 12), (3.0, 7))
   def test_matches_high_precision_quadrature_k2(self, c, order):
-    _, reverse = accounting.rec_channel_rdp(clip_ratio=c, bits=1,
+    _, reverse = channel.rec_channel_rdp(clip_ratio=c, bits=1,
                                             orders=[order])
     exact = _reverse_k2_mpmath(c, order)
     self.assertGreaterEqual(reverse[0], exact)
     self.assertLess(reverse[0] - exact, 1e-6 * (1 + exact))
 
   def test_zero_update_is_free(self):
-    forward, reverse = accounting.rec_channel_rdp(clip_ratio=0.0, bits=7,
+    forward, reverse = channel.rec_channel_rdp(clip_ratio=0.0, bits=7,
                                                   orders=[2, 8])
     np.testing.assert_array_equal(forward, 0.0)
     np.testing.assert_array_equal(reverse, 0.0)
 
   def test_not_gaussian_dominated_at_high_order(self):
     # The note's finding: 1.5x the Gaussian at c = 1.25, K = 128, a = 16.
-    _, reverse = accounting.rec_channel_rdp(clip_ratio=1.25, bits=7,
+    _, reverse = channel.rec_channel_rdp(clip_ratio=1.25, bits=7,
                                             orders=[16])
     self.assertGreater(reverse[0], 1.4 * 16 * 1.25**2 / 2)
 
@@ -90,7 +89,7 @@ class ForwardTest(parameterized.TestCase):
   @parameterized.product(c=(0.3, 0.8, 1.25, 2.0), bits=(2, 4, 7, 10))
   def test_bounds_monte_carlo(self, c, bits):
     orders = [2, 4, 8]
-    forward, reverse = accounting.rec_channel_rdp(clip_ratio=c, bits=bits,
+    forward, reverse = channel.rec_channel_rdp(clip_ratio=c, bits=bits,
                                                   orders=orders)
     n = 4000 if bits == 10 else 20000
     fwd, fwd_se, rev, rev_se = _monte_carlo(c, bits, orders, n, seed=bits)
@@ -103,7 +102,7 @@ class ForwardTest(parameterized.TestCase):
   @parameterized.product(c=(0.3, 1.25, 2.0), bits=(1, 7, 20))
   def test_within_closed_form_caps(self, c, bits):
     orders = np.arange(2, 40)
-    forward, _ = accounting.rec_channel_rdp(clip_ratio=c, bits=bits,
+    forward, _ = channel.rec_channel_rdp(clip_ratio=c, bits=bits,
                                             orders=orders)
     a = orders.astype(float)
     r = c * c
@@ -112,7 +111,7 @@ class ForwardTest(parameterized.TestCase):
     np.testing.assert_array_less(forward, bits * math.log(2) + 1e-12)
 
   def test_large_k_approaches_gaussian(self):
-    forward, reverse = accounting.rec_channel_rdp(clip_ratio=1.0, bits=20,
+    forward, reverse = channel.rec_channel_rdp(clip_ratio=1.0, bits=20,
                                                   orders=[2, 4])
     gauss = np.array([2, 4]) / 2.0
     np.testing.assert_allclose(forward, gauss, rtol=1e-3)
@@ -124,7 +123,7 @@ class MessageTest(parameterized.TestCase):
   @parameterized.parameters((1.25, 7, 6), (0.8, 4, 3), (2.0, 10, 10))
   def test_bounds_random_splits(self, c, bits, groups):
     orders = [2, 3, 5, 8, 16]
-    forward, reverse = accounting.message_rdp(
+    forward, reverse = channel.message_rdp(
         clip_ratio=c, bits=bits, num_groups=groups, orders=orders)
     rng = np.random.default_rng(0)
     for _ in range(5):
@@ -132,7 +131,7 @@ class MessageTest(parameterized.TestCase):
       total_f = np.zeros(len(orders))
       total_r = np.zeros(len(orders))
       for r_g in shares:
-        f_g, r_g_rev = accounting.rec_channel_rdp(
+        f_g, r_g_rev = channel.rec_channel_rdp(
             clip_ratio=math.sqrt(r_g), bits=bits, orders=orders)
         total_f += f_g
         total_r += r_g_rev
@@ -141,9 +140,9 @@ class MessageTest(parameterized.TestCase):
 
   def test_one_group_message_is_close_to_channel(self):
     orders = [2, 4]
-    f1, r1 = accounting.rec_channel_rdp(clip_ratio=1.25, bits=7,
+    f1, r1 = channel.rec_channel_rdp(clip_ratio=1.25, bits=7,
                                         orders=orders)
-    f6, r6 = accounting.message_rdp(clip_ratio=1.25, bits=7, num_groups=6,
+    f6, r6 = channel.message_rdp(clip_ratio=1.25, bits=7, num_groups=6,
                                     orders=orders)
     np.testing.assert_allclose(r6, r1)
     self.assertTrue(np.all(f6 >= f1))
@@ -174,7 +173,7 @@ class SubstitutionTest(parameterized.TestCase):
 
   @parameterized.parameters((0.5, 2), (0.87, 3), (1.25, 4), (2.0, 6))
   def test_bounds_exact_k2_opposite_updates(self, c, order):
-    bound = accounting.substitution_rdp(clip_ratio=c, bits=1, num_groups=1,
+    bound = channel.substitution_rdp(clip_ratio=c, bits=1, num_groups=1,
                                         orders=[order])
     self.assertGreaterEqual(bound[0], _substitution_k2_mpmath(c, order))
 
@@ -184,7 +183,7 @@ class SubstitutionTest(parameterized.TestCase):
     # triangle bound through P_0 should be within ~15% of that, not below
     # half of it.
     orders = np.array([2, 4, 8, 16])
-    bound = accounting.substitution_rdp(clip_ratio=c, bits=bits,
+    bound = channel.substitution_rdp(clip_ratio=c, bits=bits,
                                         num_groups=3, orders=orders)
     gauss = orders * (2 * c)**2 / 2
     self.assertTrue(np.all(bound > 0.5 * gauss))
@@ -192,9 +191,9 @@ class SubstitutionTest(parameterized.TestCase):
 
   def test_at_least_the_prior_pair(self):
     orders = [2, 3, 5, 9]
-    sub = accounting.substitution_rdp(clip_ratio=1.0, bits=7, num_groups=4,
+    sub = channel.substitution_rdp(clip_ratio=1.0, bits=7, num_groups=4,
                                       orders=orders)
-    forward, reverse = accounting.message_rdp(clip_ratio=1.0, bits=7,
+    forward, reverse = channel.message_rdp(clip_ratio=1.0, bits=7,
                                               num_groups=4, orders=orders)
     self.assertTrue(np.all(sub >= np.minimum(forward, reverse)))
 
@@ -213,7 +212,7 @@ class ArgumentTest(parameterized.TestCase):
     kwargs = dict(clip_ratio=1.0, bits=7, orders=[2, 3])
     kwargs.update(override)
     with self.assertRaisesRegex(error, name):
-      accounting.rec_channel_rdp(**kwargs)
+      channel.rec_channel_rdp(**kwargs)
 
   def test_float_integer_orders_accepted(self):
     f1, r1 = channel.rec_channel_rdp(clip_ratio=1.0, bits=4, orders=[2.0])

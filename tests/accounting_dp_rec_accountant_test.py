@@ -1,6 +1,6 @@
 """Tests for tff_dprec.accounting.dp_rec_accountant and events.
 
-`DpRecAccountant` under each accounting (dp_accounting's accountant
+`make_dp_rec_accountant` under each accounting (dp_accounting's accountant
 contract), `DpRecEvent`, `dp_rec_epsilon`.
 """
 
@@ -11,25 +11,26 @@ import dp_accounting
 import numpy as np
 
 from tff_dprec import accounting
+from tff_dprec.accounting import base_accountant
 
 
 class DpRecAccountantTest(parameterized.TestCase):
-  """`DpRecAccountant` returns the accountant class of the accounting."""
+  """`make_dp_rec_accountant` returns the accountant class of the
+  accounting."""
 
   @parameterized.parameters(
       ('pld', accounting.DpRecPldAccountant),
       ('rdp', accounting.DpRecRdpAccountant),
-      ('sound', accounting.DpRecRdpAccountant),
       ('paper', accounting.DpRecPaperAccountant))
   def test_chooses_the_class(self, name, cls):
-    accountant = accounting.DpRecAccountant(accounting=name)
+    accountant = accounting.make_dp_rec_accountant(accounting=name)
     self.assertIs(type(accountant), cls)
-    self.assertIsInstance(accountant, accounting.DpRecAccountantBase)
+    self.assertIsInstance(accountant, base_accountant.DpRecAccountantBase)
     self.assertIsInstance(accountant, dp_accounting.PrivacyAccountant)
-    self.assertEqual(accountant.accounting, accounting.canonical(name))
+    self.assertEqual(accountant.accounting, name)
 
   def test_default_is_pld(self):
-    self.assertIsInstance(accounting.DpRecAccountant(),
+    self.assertIsInstance(accounting.make_dp_rec_accountant(),
                           accounting.DpRecPldAccountant)
 
   @parameterized.parameters('pld', 'rdp', 'paper')
@@ -37,18 +38,18 @@ class DpRecAccountantTest(parameterized.TestCase):
     event = accounting.dp_rec_round_event(
         clip_ratio=1.0, total_bits=40, population=1000,
         clients_per_round=10)
-    cls = type(accounting.DpRecAccountant(accounting=name))
+    cls = type(accounting.make_dp_rec_accountant(accounting=name))
     self.assertEqual(
-        accounting.DpRecAccountant(accounting=name).compose(event, 5)
+        accounting.make_dp_rec_accountant(accounting=name).compose(event, 5)
         .get_epsilon(1e-5),
         cls().compose(event, 5).get_epsilon(1e-5))
 
 
 class AccountantContractTest(parameterized.TestCase):
 
-  @parameterized.parameters('pld', 'sound', 'paper')
+  @parameterized.parameters('pld', 'rdp', 'paper')
   def test_no_op_and_empty_accountant(self, mode):
-    accountant = accounting.DpRecAccountant(accounting=mode)
+    accountant = accounting.make_dp_rec_accountant(accounting=mode)
     self.assertEqual(accountant.get_epsilon(1e-5), 0.0)
     accountant.compose(dp_accounting.NoOpDpEvent())
     self.assertEqual(accountant.get_epsilon(1e-5), 0.0)
@@ -70,9 +71,9 @@ class AccountantContractTest(parameterized.TestCase):
       accounting.calibrate_clip_ratio(target_epsilon=1.0, bits=7,
                                       num_groups=2, **common)
 
-  @parameterized.parameters('pld', 'sound', 'paper')
+  @parameterized.parameters('pld', 'rdp', 'paper')
   def test_non_private(self, mode):
-    accountant = accounting.DpRecAccountant(accounting=mode)
+    accountant = accounting.make_dp_rec_accountant(accounting=mode)
     accountant.compose(dp_accounting.NonPrivateDpEvent())
     self.assertEqual(accountant.get_epsilon(1e-5), math.inf)
 
@@ -82,32 +83,32 @@ class AccountantContractTest(parameterized.TestCase):
           0.1, dp_accounting.GaussianDpEvent(1.0))),
       ('unsupported', dp_accounting.UnsupportedDpEvent()),
       ('composed_bad', dp_accounting.ComposedDpEvent(
-          [accounting.DpRecEvent(1.0, 8),
+          [accounting.DpRecEvent(1.0, 8, 1),
            dp_accounting.LaplaceDpEvent(1.0)])),
   )
   def test_unsupported_events(self, event):
-    accountant = accounting.DpRecAccountant()
+    accountant = accounting.make_dp_rec_accountant()
     self.assertFalse(accountant.supports(event))
     with self.assertRaises(dp_accounting.UnsupportedEventError):
       accountant.compose(event)
     self.assertEqual(accountant.get_epsilon(1e-5), 0.0)
 
   def test_supports_does_not_compose(self):
-    accountant = accounting.DpRecAccountant()
+    accountant = accounting.make_dp_rec_accountant()
     event = accounting.dp_rec_round_event(clip_ratio=1.0, bits=8,
                                           num_groups=5, population=100,
                                           clients_per_round=5)
     self.assertTrue(accountant.supports(event))
     self.assertEqual(accountant.get_epsilon(1e-5), 0.0)
 
-  @parameterized.parameters('pld', 'sound', 'paper')
+  @parameterized.parameters('pld', 'rdp', 'paper')
   def test_composition_equals_self_composition(self, mode):
     event = accounting.dp_rec_round_event(clip_ratio=1.0, total_bits=40,
                                           population=100, clients_per_round=5)
-    a = accounting.DpRecAccountant(accounting=mode)
+    a = accounting.make_dp_rec_accountant(accounting=mode)
     for _ in range(4):
       a.compose(event)
-    b = accounting.DpRecAccountant(accounting=mode)
+    b = accounting.make_dp_rec_accountant(accounting=mode)
     b.compose(dp_accounting.SelfComposedDpEvent(event, 4))
     self.assertAlmostEqual(a.get_epsilon(1e-5), b.get_epsilon(1e-5), places=9)
 
@@ -120,13 +121,26 @@ class AccountantContractTest(parameterized.TestCase):
   )
   def test_bad_event(self, c, bits, error):
     with self.assertRaises(error):
-      accounting.DpRecEvent(c, bits)
+      accounting.DpRecEvent(c, bits, 1)
+
+  def test_num_groups_is_required(self):
+    # One group is the least conservative guess for a multi-tensor model.
+    with self.assertRaisesRegex(TypeError, 'num_groups'):
+      accounting.DpRecEvent(clip_ratio=1.0, bits=8)  # pylint: disable=no-value-for-parameter
+    self.assertEqual(accounting.DpRecEvent(1.0, 8, 3).num_groups, 3)
+    with self.assertRaisesRegex(ValueError, 'num_groups'):
+      accounting.DpRecEvent(1.0, 8, 0)
+
+  def test_the_factory_is_a_function(self):
+    # Named as one: it returns one of three accountant classes.
+    self.assertFalse(isinstance(accounting.make_dp_rec_accountant, type))
+    self.assertFalse(hasattr(accounting, 'DpRecAccountant'))
 
   def test_bad_accountant_arguments(self):
     with self.assertRaisesRegex(ValueError, 'accounting'):
-      accounting.DpRecAccountant(accounting='exact')
+      accounting.make_dp_rec_accountant(accounting='exact')
     with self.assertRaisesRegex(ValueError, 'neighboring_relation'):
-      accounting.DpRecAccountant(
+      accounting.make_dp_rec_accountant(
           neighboring_relation=dp_accounting.NeighboringRelation.REPLACE_ONE)
 
   @parameterized.named_parameters(

@@ -7,6 +7,7 @@ from absl.testing import parameterized
 import numpy as np
 
 from tff_dprec import accounting
+from tff_dprec.accounting import rdp_bounds
 
 
 def _paper_delta(population):
@@ -74,16 +75,16 @@ class PaperAccountantTest(parameterized.TestCase):
     expected = min(
         rounds * (lam + 1) * c * c -
         math.log(delta - 12 * 2.0**-bits * rounds * math.exp(c * c)) / lam
-        for lam in np.asarray(accounting.PAPER_ORDERS) - 1)
+        for lam in np.asarray(rdp_bounds.PAPER_ORDERS) - 1)
     eps = accounting.dp_rec_local_epsilon(clip_ratio=c, delta=delta,
                                           total_bits=bits, rounds=rounds,
                                           accounting='paper')
     self.assertAlmostEqual(eps, expected, places=9)
 
   def test_overhead_sums_per_event(self):
-    accountant = accounting.DpRecAccountant(accounting='paper')
-    accountant.compose(accounting.DpRecEvent(1.0, 20), 3)
-    accountant.compose(accounting.DpRecEvent(0.5, 30))
+    accountant = accounting.make_dp_rec_accountant(accounting='paper')
+    accountant.compose(accounting.DpRecEvent(1.0, 20, 1), 3)
+    accountant.compose(accounting.DpRecEvent(0.5, 30, 1))
     expected = 12 * (3 * math.e * 2.0**-20 + math.exp(0.25) * 2.0**-30)
     self.assertAlmostEqual(accountant.overhead, expected, places=15)
 

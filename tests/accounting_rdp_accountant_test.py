@@ -20,10 +20,10 @@ class RdpAccountantTest(parameterized.TestCase):
     c, bits, groups, delta = 1.0, 7, 4, 1e-5
     forward, reverse = channel.message_rdp(
         clip_ratio=c * (1 + 2.0**-20), bits=bits, num_groups=groups,
-        orders=accounting.SOUND_ORDERS)
+        orders=rdp_bounds.SOUND_ORDERS)
     from dp_accounting.rdp import rdp_privacy_accountant  # pylint: disable=g-import-not-at-top
     expected = rdp_privacy_accountant.compute_epsilon(
-        np.asarray(accounting.SOUND_ORDERS, float),
+        np.asarray(rdp_bounds.SOUND_ORDERS, float),
         np.maximum(forward, reverse), delta)[0]
     eps = accounting.dp_rec_local_epsilon(clip_ratio=c, delta=delta,
                                           bits=bits, num_groups=groups)
@@ -31,9 +31,9 @@ class RdpAccountantTest(parameterized.TestCase):
 
   def test_round_uses_zhu_wang_per_draw(self):
     c, bits, groups, n, b, delta = 1.0, 7, 3, 500, 5, 1e-5
-    orders = np.asarray(accounting.SOUND_ORDERS)
+    orders = np.asarray(rdp_bounds.SOUND_ORDERS)
     per_draw = rdp_bounds.sound_rdp(1 / n, c, bits, groups, orders)
-    accountant = accounting.DpRecAccountant()
+    accountant = accounting.make_dp_rec_accountant()
     accountant.compose(accounting.dp_rec_round_event(
         clip_ratio=c, bits=bits, num_groups=groups, population=n,
         clients_per_round=b), 7)
@@ -93,11 +93,11 @@ class RdpAccountantTest(parameterized.TestCase):
 
   def test_reverse_divergence_is_paper_only(self):
     with self.assertRaisesRegex(ValueError, 'reverse_divergence'):
-      accounting.DpRecAccountant(reverse_divergence='numerical')
+      accounting.make_dp_rec_accountant(reverse_divergence='numerical')
 
   def test_non_integer_orders_rejected(self):
     with self.assertRaisesRegex(ValueError, 'integers'):
-      accounting.DpRecAccountant(orders=[1.5, 2.0])
+      accounting.make_dp_rec_accountant(orders=[1.5, 2.0])
 
 
 if __name__ == '__main__':

@@ -11,6 +11,7 @@ from experiments.runner import config as config_lib
 from experiments.runner import execution
 from experiments.runner import registry
 from tff_dprec import accounting
+from tff_dprec.accounting import baselines
 from tff_dprec.aggregators import dp_rec_in_law
 
 
@@ -35,7 +36,7 @@ class DDGaussAccountingMatchesTffTest(tf.test.TestCase):
                               values).measurements['mean_value']
     finally:
       tff.backends.native.set_sync_local_cpp_execution_context()
-    params = accounting.ddgauss_params(
+    params = baselines.ddgauss_params(
         noise_multiplier=plan.params['noise_multiplier'], l2_clip=0.3,
         bits=16, clients_per_round=5, dimension=310)
     self.assertEqual(int(measured['padded_dim']), params.padded_dim)

@@ -11,7 +11,7 @@ from experiments.runner import config as config_lib
 from experiments.runner import registry
 from experiments.runner import seed_run
 from experiments.runner import run_setup
-from tff_dprec import plan as plan_lib
+from tff_dprec.plan import search as plan_search
 
 _SETTING = dict(value_type=tff.to_type([tff.TensorType(np.float32, [3])]),
                 population=1000, clients_per_round=4, rounds=5, delta=1e-4,
@@ -78,17 +78,17 @@ class ControlPlanTest(tf.test.TestCase):
       asked.append(bits)
       return 3.0 - 0.2 * bits
 
-    bits, c, met = plan_lib.auto_bits(calibrate_c)
+    bits, c, met = plan_search.auto_bits(calibrate_c)
     self.assertTrue(met)
-    margin = plan_lib.REC_MARGIN_NATS
+    margin = plan_search.REC_MARGIN_NATS
     self.assertGreaterEqual(bits * np.log(2), c * c / 2 + margin)
     smaller = bits - 1
     self.assertLess(smaller * np.log(2),
                     calibrate_c(smaller) ** 2 / 2 + margin)
     self.assertEqual(asked[0], int(np.ceil(margin / np.log(2))))
     # Capped: a c too large for any allowed bits gets the cap, flagged.
-    self.assertEqual(plan_lib.auto_bits(lambda b: 10.0),
-                     (plan_lib.MAX_AUTO_BITS, 10.0, False))
+    self.assertEqual(plan_search.auto_bits(lambda b: 10.0),
+                     (plan_search.MAX_AUTO_BITS, 10.0, False))
 
     # Bit widths the calibration refuses are skipped; all refused: raised.
     def refuses_few_bits(bits):
@@ -96,10 +96,10 @@ class ControlPlanTest(tf.test.TestCase):
         raise ValueError(f'unreachable at {bits} bits')
       return 1.0
 
-    self.assertEqual(plan_lib.auto_bits(refuses_few_bits), (6, 1.0, True))
+    self.assertEqual(plan_search.auto_bits(refuses_few_bits), (6, 1.0, True))
     with self.assertRaisesRegex(
-        ValueError, f'unreachable at {plan_lib.MAX_AUTO_BITS - 10} bits'):
-      plan_lib.auto_bits(lambda b: refuses_few_bits(b - 10))
+        ValueError, f'unreachable at {plan_search.MAX_AUTO_BITS - 10} bits'):
+      plan_search.auto_bits(lambda b: refuses_few_bits(b - 10))
 
   def test_fixed_clip_ratio_takes_its_bits_from_it(self):
     plan = registry.build('dp_rec', **dict(_SETTING, bits=None, clip_ratio=0.5,
@@ -116,7 +116,7 @@ class ControlPlanTest(tf.test.TestCase):
     c, bits = plan.params['clip_ratio'], plan.params['bits']
     self.assertTrue(plan.params['bits_from_c'])
     self.assertGreaterEqual(bits * np.log(2),
-                            c * c / 2 + plan_lib.REC_MARGIN_NATS)
+                            c * c / 2 + plan_search.REC_MARGIN_NATS)
     self.assertEqual(plan.upload_bits_per_client,
                      registry.build('dp_rec', **dict(_SETTING, bits=bits))
                      .upload_bits_per_client)

@@ -180,7 +180,7 @@ class DDGaussIndependentTest(parameterized.TestCase):
                         delta, beta, rotation):
     del population, rounds, delta
     s = _tff_setup(z, clip, bits, n, dim, beta, rotation)
-    p = accounting.ddgauss_params(
+    p = baselines.ddgauss_params(
         noise_multiplier=z, l2_clip=clip, bits=bits, clients_per_round=n,
         dimension=dim, beta=beta, rotation_type=rotation)
     self.assertEqual(p.padded_dim, s['padded'])

@@ -17,6 +17,8 @@ from tff_dprec import plan as plan_lib
 from tff_dprec.plan import __main__ as plan_cli
 from tff_dprec.plan import markdown
 from tests import support
+from tff_dprec.plan import planner as plan_planner
+from tff_dprec.plan import search as plan_search
 
 # A federation small enough to calibrate in seconds.
 _SMALL = dict(population=2000, clients_per_round=10, rounds=5,
@@ -37,8 +39,8 @@ class AutoBitsTest(parameterized.TestCase):
     def falling(bits):  # c falls with bits, as calibrations do.
       return 3.3 - 0.15 * bits
 
-    self.assertEqual(plan_lib.auto_bits(falling, start=start),
-                     plan_lib.auto_bits(falling))
+    self.assertEqual(plan_search.auto_bits(falling, start=start),
+                     plan_search.auto_bits(falling))
 
   def test_a_good_start_asks_fewer_calibrations(self):
     asked = []
@@ -47,33 +49,75 @@ class AutoBitsTest(parameterized.TestCase):
       asked.append(bits)
       return 1.7 - 0.01 * bits
 
-    bits, _, met = plan_lib.auto_bits(falling)
+    bits, _, met = plan_search.auto_bits(falling)
     scanned = len(asked)
     asked.clear()
-    self.assertEqual(plan_lib.auto_bits(
-        falling, start=plan_lib.bits_for_clip_ratio(1.7))[0], bits)
+    self.assertEqual(plan_search.auto_bits(
+        falling, start=plan_search.bits_for_clip_ratio(1.7))[0], bits)
     self.assertTrue(met)
     self.assertLess(len(asked), scanned)
     self.assertEqual(sorted(asked), [bits - 1, bits])
 
   def test_the_cap_and_refusals(self):
-    self.assertEqual(plan_lib.auto_bits(lambda b: 10.0, start=4),
-                     (plan_lib.MAX_AUTO_BITS, 10.0, False))
+    self.assertEqual(plan_search.auto_bits(lambda b: 10.0, start=4),
+                     (plan_search.MAX_AUTO_BITS, 10.0, False))
 
     def refuses_few_bits(bits):
       if bits < 6:
         raise ValueError(f'unreachable at {bits} bits')
       return 1.0
 
-    self.assertEqual(plan_lib.auto_bits(refuses_few_bits, start=3),
+    self.assertEqual(plan_search.auto_bits(refuses_few_bits, start=3),
                      (6, 1.0, True))
+
+
+  @parameterized.parameters(None, 3, 6)
+  def test_settled_widths_are_not_calibrated(self, start):
+    asked = []
+
+    def falling(bits):
+      asked.append(bits)
+      return 3.3 - 0.15 * bits
+
+    def misses(bits):  # Exact here; the planner's is one epsilon.
+      return not plan_search.margin_met(bits, 3.3 - 0.15 * bits)
+
+    expected = plan_search.auto_bits(falling, start=start)
+    asked.clear()
+    self.assertEqual(plan_search.auto_bits(falling, start=start,
+                                           misses_margin=misses), expected)
+    self.assertEqual(asked, [expected[0]])  # Only the answer's c.
+    # Nothing meets the margin: the cap's c, calibrated once.
+    asked.clear()
+    self.assertEqual(plan_search.auto_bits(
+        lambda b: asked.append(b) or 10.0, misses_margin=lambda b: True),
+                     (plan_search.MAX_AUTO_BITS, 10.0, False))
+    self.assertEqual(asked, [plan_search.MAX_AUTO_BITS])
+
+  def test_the_margin_clip_ratio(self):
+    for bits in range(3, 9):
+      c = plan_search.margin_clip_ratio(bits)
+      self.assertTrue(plan_search.margin_met(bits, c * (1 - 1e-12)))
+      self.assertFalse(plan_search.margin_met(bits, c * (1 + 1e-9)))
+    self.assertEqual(plan_search.margin_clip_ratio(2), 0.0)
+
+  def test_calibrations_settle_only_missed_widths(self):
+    fed = plan_lib.federation(**_SMALL)
+    cal = plan_lib.Calibrations(fed)
+    settled = 0
+    for bits in range(3, 8):
+      if cal.dp_rec_misses_margin(fed.clients_per_round, bits, 1):
+        settled += 1
+        self.assertFalse(plan_search.margin_met(
+            bits, cal.dp_rec_clip_ratio(fed.clients_per_round, bits, 1)))
+    self.assertGreater(settled, 0)  # Not vacuous: 3 bits at least.
 
 
 class BreakEvenTest(parameterized.TestCase):
 
   def _brute_force(self, target, population, c_of):
     for b in range(1, population + 1):
-      if plan_lib.dp_rec_relative_noise(c_of(b), b) <= target:
+      if plan_search.dp_rec_relative_noise(c_of(b), b) <= target:
         return b
     return None
 
@@ -93,7 +137,7 @@ class BreakEvenTest(parameterized.TestCase):
       asked.append(b)
       return c_of(b), 5
 
-    found = plan_lib.break_even(target, population, clip_ratio_at, clients)
+    found = plan_search.break_even(target, population, clip_ratio_at, clients)
     expected = self._brute_force(target, population, c_of)
     self.assertEqual(found[0], expected)
     self.assertAlmostEqual(found[1], c_of(expected))
@@ -114,7 +158,7 @@ class BreakEvenTest(parameterized.TestCase):
       asked.append(b)
       return c_of(b), 5
 
-    found = plan_lib.break_even(target, population, clip_ratio_at, 40)
+    found = plan_search.break_even(target, population, clip_ratio_at, 40)
     self.assertEqual(found[0], self._brute_force(target, population, c_of))
     self.assertLess(len(asked), 60)
 
@@ -127,7 +171,7 @@ class BreakEvenTest(parameterized.TestCase):
       bits = 5 if b < 2500 else 4
       return (1.9 if bits == 4 else 1.7) - 0.05 * math.log10(b)
 
-    found = plan_lib.break_even(target, population,
+    found = plan_search.break_even(target, population,
                                 lambda b, _: (c_of(b), 5), 40)
     self.assertEqual(found[0], self._brute_force(target, population, c_of))
 
@@ -135,10 +179,10 @@ class BreakEvenTest(parameterized.TestCase):
     for args, message in (((0.0, 10, None, 5), 'target_noise'),
                           ((0.1, 10, None, 11), 'exceeds population')):
       with self.assertRaisesRegex(ValueError, message):
-        plan_lib.break_even(*args)
+        plan_search.break_even(*args)
 
   def test_none_when_out_of_reach(self):
-    self.assertIsNone(plan_lib.break_even(
+    self.assertIsNone(plan_search.break_even(
         1e-4, 1000, lambda b, _: (1.5, 5), 10))
 
     def unreachable(b, _):
@@ -146,7 +190,7 @@ class BreakEvenTest(parameterized.TestCase):
         raise accounting.TargetUnreachableError('no c')
       return 1.5, 5
 
-    self.assertIsNone(plan_lib.break_even(0.01, 10**6, unreachable, 10))
+    self.assertIsNone(plan_search.break_even(0.01, 10**6, unreachable, 10))
 
 
 class DownloadTest(absltest.TestCase):
@@ -154,7 +198,7 @@ class DownloadTest(absltest.TestCase):
   def test_expectation_matches_simulated_draws(self):
     # Small enough that histories and full states both occur.
     n, b, t, message, full = 60, 6, 30, 69, 3000
-    formula = plan_lib.expected_history_download_bits(
+    formula = plan_planner.expected_history_download_bits(
         population=n, clients_per_round=b, rounds=t, message_bits=message,
         full_bits=full)
     protocol = communication.library_protocol(message, message - 64)
@@ -185,7 +229,7 @@ class DownloadTest(absltest.TestCase):
         total += traffic.download_bits / draws.size
         count += 1
       self.assertAlmostEqual(
-          plan_lib.expected_history_download_bits(
+          plan_planner.expected_history_download_bits(
               population=n, clients_per_round=b, rounds=t, message_bits=69,
               full_bits=full), total / count, places=6, msg=(n, b, t, full))
 
@@ -195,11 +239,11 @@ class DownloadTest(absltest.TestCase):
     n, b, t, message = 10**9, 4, 5, 69
     per_round = 32 + b * message
     expected = np.mean([r * per_round + 64 for r in range(t)])
-    self.assertAlmostEqual(plan_lib.expected_history_download_bits(
+    self.assertAlmostEqual(plan_planner.expected_history_download_bits(
         population=n, clients_per_round=b, rounds=t, message_bits=message,
         full_bits=10**9), expected, delta=1e-3 * expected)
     # A full state smaller than any history: always the full state.
-    self.assertAlmostEqual(plan_lib.expected_history_download_bits(
+    self.assertAlmostEqual(plan_planner.expected_history_download_bits(
         population=n, clients_per_round=b, rounds=t, message_bits=message,
         full_bits=10), 10.0, places=3)
 
@@ -234,7 +278,7 @@ class PlanTest(absltest.TestCase):
     self.assertLessEqual(eps(c), 2.0)
     self.assertGreater(eps(c * 1.0001), 2.0)  # The largest, not a copy.
     self.assertGreaterEqual(bits * math.log(2),
-                            c * c / 2 + plan_lib.REC_MARGIN_NATS)
+                            c * c / 2 + plan_search.REC_MARGIN_NATS)
     z = p.dp_fedavg.parameter
     self.assertLessEqual(accounting.dp_fedavg_epsilon(
         noise_multiplier=z, **common), 2.0)
@@ -267,7 +311,7 @@ class PlanTest(absltest.TestCase):
     self.assertEqual(p.dp_fedavg.download_bits, 32 * 1000)
     self.assertEqual(p.dp_rec.full_bits, 32 * 1000)  # SGD.
     self.assertAlmostEqual(
-        p.dp_rec.download_bits, plan_lib.expected_history_download_bits(
+        p.dp_rec.download_bits, plan_planner.expected_history_download_bits(
             population=2000, clients_per_round=10, rounds=5,
             message_bits=p.dp_rec.upload_bits, full_bits=32 * 1000))
 
@@ -322,7 +366,7 @@ class BreakEvenPlanTest(absltest.TestCase):
     self.assertLessEqual(p.dp_rec.break_even.relative_noise, target)
     # One client fewer, calibrated afresh, misses.
     c = plan_lib.Calibrations(p.federation).dp_rec_clip_ratio(found - 1, 4, 1)
-    self.assertGreater(plan_lib.dp_rec_relative_noise(c, found - 1), target)
+    self.assertGreater(plan_search.dp_rec_relative_noise(c, found - 1), target)
     self.assertEqual(p.dp_rec.break_even.upload_bits_per_round,
                      found * (64 + 4))
     self.assertFalse(p.dp_rec.bits_from_c)

@@ -198,11 +198,12 @@ def dp_rec_rdp_for_pld():
   does not depend on the accountant's values: the RDP bound is about 100
   times faster to evaluate than the PLD.
   """
-  real = dp_rec_accountant.DpRecAccountant
+  real = dp_rec_accountant.make_dp_rec_accountant
 
   def rdp_for_pld(accounting=accountings.DEFAULT_ACCOUNTING, **kwargs):
     if accounting == accountings.PLD:
       accounting = accountings.RDP
     return real(accounting=accounting, **kwargs)
 
-  return mock.patch.object(dp_rec_accountant, 'DpRecAccountant', rdp_for_pld)
+  return mock.patch.object(dp_rec_accountant, 'make_dp_rec_accountant',
+                           rdp_for_pld)

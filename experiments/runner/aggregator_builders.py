@@ -13,10 +13,11 @@ import math
 from typing import Any, Callable, Optional
 
 from experiments.runner import calibration_cache
-from tff_dprec import plan as plan_lib
+from tff_dprec.plan import search as plan_search
 from tff_dprec import rec
 from tff_dprec import sizes
 from tff_dprec.accounting import accountings
+from tff_dprec.accounting import baselines
 
 PAPER_BITS = 7  # REC's bits where they are not chosen from c (the paper's).
 IN_LAW = 'in_law'  # `params['simulation']` of an aggregator simulated in law.
@@ -98,8 +99,8 @@ def _rec_bits(spec, s, calibrated_c):
   if not spec.private:
     return PAPER_BITS, None, None
   if s.clip_ratio is None:
-    return plan_lib.auto_bits(calibrated_c)
-  bits, _, margin_met = plan_lib.auto_bits(lambda _: s.clip_ratio)
+    return plan_search.auto_bits(calibrated_c)
+  bits, _, margin_met = plan_search.auto_bits(lambda _: s.clip_ratio)
   return bits, None, margin_met
 
 
@@ -115,23 +116,23 @@ def _rec_privacy(s, params, c, margin_met):
     _check_within_budget('clip_ratio', c, accounting.dp_rec_epsilon(
         clip_ratio=c, rounds=s.rounds, **message, **s.common), s)
   params = dict(params, clip_ratio=c, l2_clip=c * s.noise_stddev,
-                accounting=accounting.canonical(s.accounting))
+                accounting=s.accounting)
   if margin_met is not None:
     params['bits_from_c'] = True
     if not margin_met:
       # The cap: the coding may limit (more groups would not).
       params['bits_margin_met'] = False
-  label = f'dp_rec_{accounting.canonical(s.accounting)}'
+  label = f'dp_rec_{s.accounting}'
   local_epsilon = accounting.dp_rec_local_epsilon(
       clip_ratio=c, delta=s.delta, bits=params['bits'],
       num_groups=params['num_groups'], accounting=_proven(s.accounting))
 
+  # One kept state for every round's epsilon (dp_rec_epsilon's values).
+  curve = accounting.DpRecEpsilonCurve(clip_ratio=c, **message, **s.common)
+
   @functools.lru_cache(maxsize=None)  # The loop asks twice per round.
-  def epsilon_after(r, c=c):
-    if r == 0:
-      return 0.0
-    return accounting.dp_rec_epsilon(clip_ratio=c, rounds=r, **message,
-                                     **s.common)
+  def epsilon_after(r):
+    return curve.epsilon(r)
 
   return params, label, local_epsilon, epsilon_after
 
@@ -250,7 +251,7 @@ def build_ddgauss(spec, s):
       'ddgauss_noise_multiplier', accounting.calibrate_ddgauss_noise,
       lambda z: accounting.ddgauss_epsilon(noise_multiplier=z, **settings),
       s.target_epsilon, **settings)
-  params = accounting.ddgauss_params(
+  params = baselines.ddgauss_params(
       noise_multiplier=z, l2_clip=s.l2_clip, bits=ddg_bits,
       clients_per_round=s.clients_per_round, dimension=dim)
   factory = tff.aggregators.UnweightedMeanFactory(

@@ -7,9 +7,10 @@ match it. The planner calibrates each mechanism with its default accountant
 whatever `--accounting`, `--clip_ratio` or `--bits` the run itself uses: it
 answers "what would the defaults give here". Calibrations go through the
 run's on-disk cache (`calibration_cache`), under the names and keys the
-aggregators' builders (`registry`) use, and so does the outcome of the
-break-even search: a run planned before finds every value there, each
-checked against the target once per process.
+aggregators' builders (`registry`) use, and so do the outcome of the
+break-even search and the margin checks that settle DP-REC's bits: a run
+planned before finds every value there, each calibration checked against
+the target once per process.
 """
 
 import functools
@@ -23,6 +24,8 @@ from tff_dprec import accounting
 from tff_dprec import history
 from tff_dprec import plan as plan_lib
 from tff_dprec import sizes
+from tff_dprec.accounting import accountings
+from tff_dprec.accounting import calibration
 from tff_dprec.plan import markdown as plan_markdown
 from tff_dprec.plan import planner as plan_planner
 from tff_dprec.plan import search as plan_search
@@ -41,8 +44,8 @@ class CachedCalibrations(plan_lib.Calibrations):
     common = dict(population=fed.population,
                   clients_per_round=clients_per_round, delta=fed.delta)
     message = dict(bits=bits, num_groups=num_groups,
-                   accounting=accounting.PLD)
-    return accounting.round_down(calibration_cache.calibrate(
+                   accounting=accountings.PLD)
+    return calibration.round_down(calibration_cache.calibrate(
         'dp_rec_clip_ratio', accounting.calibrate_clip_ratio,
         lambda c: accounting.dp_rec_epsilon(
             clip_ratio=c, rounds=fed.rounds, **message, **common),
@@ -51,7 +54,7 @@ class CachedCalibrations(plan_lib.Calibrations):
   @functools.lru_cache(maxsize=None)
   def dp_fedavg_noise(self, accountant):
     fed = self.federation
-    return accounting.round_up(calibration_cache.calibrate(
+    return calibration.round_up(calibration_cache.calibrate(
         'dp_fedavg_noise_multiplier', accounting.calibrate_dp_fedavg_noise,
         lambda z: accounting.dp_fedavg_epsilon(
             noise_multiplier=z, rounds=fed.rounds, accounting=accountant,
@@ -68,6 +71,23 @@ class CachedCalibrations(plan_lib.Calibrations):
         'ddgauss_noise_multiplier', accounting.calibrate_ddgauss_noise,
         lambda z: accounting.ddgauss_epsilon(noise_multiplier=z, **settings),
         fed.target_epsilon, **settings)
+
+  def dp_rec_misses_margin(self, clients_per_round, bits, num_groups):
+    """The planner's margin check (one epsilon), cached.
+
+    Not checked again on a hit: it only settles which bits to calibrate,
+    and the c calibrated at the bits chosen is checked as any other.
+    """
+    fed = self.federation
+    return calibration_cache.remember(
+        'plan_dp_rec_misses_margin',
+        lambda: super(CachedCalibrations, self).dp_rec_misses_margin(
+            clients_per_round, bits, num_groups),
+        lambda missed: isinstance(missed, bool),
+        target_epsilon=fed.target_epsilon, bits=bits, num_groups=num_groups,
+        rounds=fed.rounds, population=fed.population,
+        clients_per_round=clients_per_round, delta=fed.delta,
+        planner=_planner_fingerprint())
 
   def dp_rec_break_even(self, target_noise, bits, num_groups, at_b):
     """The search's (B', bits) cached; c at B' from its own cache entry.

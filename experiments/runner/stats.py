@@ -13,7 +13,7 @@ import math
 import statistics
 from typing import Callable, Optional, Sequence
 
-from tff_dprec import plan as plan_lib
+from tff_dprec.plan import search as plan_search
 
 
 def mean_se(values: Sequence[float]) -> tuple:
@@ -68,9 +68,9 @@ def relative_noise(params: dict, clients_per_round: int) -> Optional[float]:
   run's parameters (0 for a no-noise control), or None where the run adds
   no calibrated noise (FedAvg)."""
   if params.get('noise_multiplier') is not None:
-    return plan_lib.gaussian_relative_noise(params['noise_multiplier'],
-                                            clients_per_round)
+    return plan_search.gaussian_relative_noise(params['noise_multiplier'],
+                                               clients_per_round)
   if params.get('clip_ratio') is not None:
-    return plan_lib.dp_rec_relative_noise(params['clip_ratio'],
-                                          clients_per_round)
+    return plan_search.dp_rec_relative_noise(params['clip_ratio'],
+                                             clients_per_round)
   return None

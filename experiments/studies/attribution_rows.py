@@ -12,7 +12,7 @@ from typing import Optional
 
 from experiments.runner import config as config_lib
 from experiments.runner import registry
-from tff_dprec import plan as plan_lib
+from tff_dprec.plan import search as plan_search
 from experiments.runner import aggregator_builders
 from experiments.studies import paper
 from experiments.studies import real_images
@@ -145,7 +145,7 @@ def sound_epsilon_of_c(task, base) -> callable:
       task.baseline.model_fn).trainable
 
   def epsilon(c):
-    bits = plan_lib.auto_bits(lambda _: c)[0]
+    bits = plan_search.auto_bits(lambda _: c)[0]
     groups = aggregator_builders.num_groups(value_type, config.grouping)
     return accounting.dp_rec_epsilon(
         clip_ratio=c, bits=bits, num_groups=groups, rounds=config.rounds,
@@ -157,11 +157,11 @@ def sound_epsilon_of_c(task, base) -> callable:
 
 def targets(rows, sound_epsilon) -> dict:
   """{row key: the target epsilon its runs are configured with}."""
-  from tff_dprec import accounting  # pylint: disable=g-import-not-at-top
+  from tff_dprec.accounting import calibration  # pylint: disable=g-import-not-at-top
   out = {}
   for row in rows:
     if row.uses_paper_c:
-      out[row.key] = accounting.round_up(
+      out[row.key] = calibration.round_up(
           sound_epsilon(row.setting['clip_ratio']), 4)
     else:
       out[row.key] = row.epsilon if row.epsilon is not None else 1.0

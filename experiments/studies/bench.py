@@ -1,5 +1,9 @@
 """Benchmarks: `python -m experiments.bench <name>`, each name below.
 
+accounting: a cold calibration's time by phase, the planner's cold start
+and a run's epsilon per round (`experiments.studies.accounting_bench`;
+`--baseline_root` measures another checkout beside it).
+
 rounds: client-rounds per second through the TFF process; images: image
 rounds with the clients' images as round tensors against the dataset
 computation that inlines them (both `experiments.studies.throughput`).
@@ -36,6 +40,7 @@ import time
 from absl import flags
 
 from experiments.runner import cli as cli_lib
+from experiments.studies import accounting_bench
 from experiments.studies import throughput
 
 
@@ -274,6 +279,10 @@ def in_law_table(steady: dict) -> str:
   return '\n'.join(lines)
 
 
+def _accounting():
+  accounting_bench.main(_BASELINE_ROOT.value, _ROUNDS_SAMPLE.value)
+
+
 def _images():
   from experiments.infra import worker_reaper  # pylint: disable=g-import-not-at-top
   worker_reaper.install()
@@ -309,14 +318,14 @@ def _codec():
 # The benchmarks by name: `python -m experiments.bench <name>` runs one.
 _BENCHMARKS = {'codec': _codec, 'codec_one': _codec_one,
                'history': _history, 'rounds': _rounds, 'images': _images,
-               'in_law': _in_law}
+               'in_law': _in_law, 'accounting': _accounting}
 
 
 def _define_flags():
   """Defined only when run as a program (tests import this module)."""
   # pylint: disable=global-statement
   global _AGGREGATORS, _PATHS, _DATA_DIR, _WORDS, _TAGS, _CLIENTS, _ROUNDS
-  global _SIZES
+  global _SIZES, _BASELINE_ROOT, _ROUNDS_SAMPLE
   global _DIM, _BITS, _DIMS, _BITS_LIST, _REPEATS
   _AGGREGATORS = flags.DEFINE_list(
       'aggregators', list(throughput.DEFAULT_AGGREGATORS),
@@ -334,6 +343,13 @@ def _define_flags():
                                  'history: 60; rounds, images: 6; in_law: 4.')
   _SIZES = flags.DEFINE_list('sizes', ['40', '640', '2560'],
                              'in_law: the clients per round B.')
+  _BASELINE_ROOT = flags.DEFINE_string(
+      'baseline_root', None,
+      'accounting: a checkout measured beside this one.')
+  _ROUNDS_SAMPLE = flags.DEFINE_integer(
+      'rounds_sample', 50,
+      "accounting: the baseline's epsilon per round from every n-th of the "
+      '1,000 rounds.', lower_bound=1)
   _DIM = flags.DEFINE_integer('dim', 10**4, 'codec_one: the dimension.')
   _BITS = flags.DEFINE_integer('bits', 7, 'codec_one: bits.')
   _DIMS = flags.DEFINE_list('dims', ['10000', '1000000'],

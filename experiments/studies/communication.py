@@ -10,9 +10,9 @@ import tensorflow as tf
 
 from experiments.studies import paper
 from experiments.studies import paper_models
-from tff_dprec import accounting
 from tff_dprec import history
 from tff_dprec import sizes
+from tff_dprec.accounting import baselines
 
 
 @dataclasses.dataclass(frozen=True)
@@ -172,7 +172,7 @@ def ddgauss_padded_dim(dimension: int, rotation_type: str) -> int:
   """TFF's padded dimension ('hd': power of 2, 'dft': even)."""
   # The padding depends on the dimension and the rotation only; the other
   # arguments are nominal.
-  return accounting.ddgauss_params(
+  return baselines.ddgauss_params(
       noise_multiplier=1.0, l2_clip=1.0, bits=16, clients_per_round=1,
       dimension=dimension, rotation_type=rotation_type).padded_dim
 

@@ -18,6 +18,7 @@ import numpy as np
 
 from experiments.runner import cli as cli_lib
 from tff_dprec import accounting
+from tff_dprec.accounting import channel
 
 CHANNEL = 'channel'
 TABLE1 = 'table1'
@@ -46,7 +47,7 @@ def channel_ratios(clips=(0.8, 1.25, 2.0), bits=(7, 10), orders=(2, 4, 8)):
   rows = []
   for c in clips:
     for b in bits:
-      forward, reverse = accounting.rec_channel_rdp(clip_ratio=c, bits=b,
+      forward, reverse = channel.rec_channel_rdp(clip_ratio=c, bits=b,
                                                     orders=list(orders))
       gauss = np.asarray(orders) * c * c / 2
       rows.append((c, b, reverse / gauss, forward / gauss))

@@ -52,6 +52,7 @@ from experiments.runner import report
 from experiments.runner import stats
 from experiments.studies import paper
 from experiments.studies import tuning as tuning_lib
+from tff_dprec.accounting import calibration
 
 TASK = 'fashion_mnist'
 EPSILONS = (3.0, 6.0)
@@ -253,7 +254,6 @@ def run(output_dir: str, data_dir: str = 'data_cache',
     if not isinstance(value, int) or value < 1:
       raise ValueError(f'{arg} must be a positive integer, found {value!r}.')
   from experiments.data import tasks  # pylint: disable=g-import-not-at-top
-  from tff_dprec import accounting  # pylint: disable=g-import-not-at-top
   task = tasks.create_task(TASK, data_dir)
   base = base_config(output_dir, data_dir, rounds, seeds)
   log(f'[fashion_mnist] {task.data_note}')
@@ -261,7 +261,7 @@ def run(output_dir: str, data_dir: str = 'data_cache',
                                 seeds=tuning_seeds)
   paper_c = paper_c_epsilons(task, base)
   rows = rows_for(chosen,
-                  lambda c: accounting.round_up(paper_c(c)[0], 4))
+                  lambda c: calibration.round_up(paper_c(c)[0], 4))
   results, pending = [], []
   for row in rows:
     if not ready(row, chosen):

@@ -43,6 +43,7 @@ from experiments.infra import atomic_files
 from experiments.runner import report
 from experiments.runner import stats
 from experiments.studies import paper
+from tff_dprec.accounting import calibration
 
 # Paper task -> the experiments' task on the paper's data.
 REAL_TASKS = (('mnist', 'mnist'), ('femnist', 'emnist'),
@@ -268,7 +269,7 @@ def ablation_cells(config, log: Callable[[str], None]) -> tuple:
     else:
       runs = _train(config, ABLATION_TASK, f'ablation_bits/b{bits}',
                     ['dp_rec'], bits=bits, clip_ratio=c,
-                    target_epsilon=accounting.round_up(
+                    target_epsilon=calibration.round_up(
                         result.bits_epsilon[bits]))
     records = runs.of('dp_rec')
     result.bits_metric[bits] = records
@@ -324,7 +325,7 @@ def _local_dp(config, epsilon, result, log) -> list:
     runs = _train(config, ABLATION_TASK,
                   f'ablation_local/eps{epsilon:g}_{suffix}', ['dp_fedavg'],
                   noise_multiplier=noise,
-                  target_epsilon=accounting.round_up(central_epsilon))
+                  target_epsilon=calibration.round_up(central_epsilon))
     variants[method] = (noise, central_epsilon, runs.of('dp_fedavg'))
   entry = dict(epsilon=epsilon, local_epsilon=local, noise_multiplier=z,
                context=central.context,

@@ -1,64 +1,67 @@
 """Privacy accounting for DP-REC and its baselines, on dp_accounting.
 
-* `channel`: Renyi divergences of the DP-REC release (`rec_channel_rdp`).
-* `profile`: privacy profiles (hockey-stick bounds) and pessimistic PLDs.
-* `message_profile`: profiles of one DP-REC message, PLD of one draw.
-* `accountings`: the accountings' names (`ACCOUNTINGS`), the default
-  accounting and the default delta N^-1.1 (`default_delta`).
+What a user needs is exported here: the events, the accountants, the
+epsilons, the calibrations and the errors. The modules:
+
 * `events`: `DpRecEvent`, `dp_rec_round_event`.
-* `rdp_bounds`: Renyi bounds of one draw (`sound_rdp`, Zhu-Wang).
-* One accountant per accounting, over `base_accountant`:
-  `pld_accountant.DpRecPldAccountant` (`'pld'`, the default),
-  `rdp_accountant.DpRecRdpAccountant` (`'rdp'`, alias `'sound'`),
-  `paper_accountant.DpRecPaperAccountant` (`'paper'`).
-* `dp_rec_accountant`: `DpRecAccountant(accounting=...)` (the accountant
-  by name), `dp_rec_epsilon`, `dp_rec_local_epsilon`.
+* One accountant per accounting (`accountings` names them), over
+  `base_accountant`: `pld_accountant.DpRecPldAccountant` (`'pld'`, the
+  default: the smaller of the certified PLD and RDP epsilons),
+  `rdp_accountant.DpRecRdpAccountant` (`'rdp'`: the RDP epsilon),
+  `paper_accountant.DpRecPaperAccountant` (`'paper'`: the paper's
+  Theorem 1, unproven).
+* `dp_rec_accountant`: `make_dp_rec_accountant(accounting=...)` (the
+  accountant by name), `dp_rec_epsilon`, `dp_rec_local_epsilon`.
+* `epsilon_curve`: `DpRecEpsilonCurve`, `dp_rec_epsilons` (a run's epsilon
+  after every round, from one kept state).
+* `channel` (Renyi bounds of the DP-REC release), `rdp_bounds` (one
+  draw's, Zhu-Wang), `profile`, `message_profile` and `loss_pmf`
+  (privacy profiles, PLDs).
 * `baselines`: DP-FedAvg (PLD by default) and DDGauss (RDP).
-* `calibration`: the parameter searches.
+* `calibration` and `lattice_search`: the parameter searches.
 * `python -m tff_dprec.accounting`: the CLI.
 
 Derivations, and what is assumed: docs/PRIVACY.md.
 """
 
-from tff_dprec.accounting.accountings import ACCOUNTINGS
-from tff_dprec.accounting.accountings import canonical
-from tff_dprec.accounting.accountings import DDGAUSS_ACCOUNTINGS
-from tff_dprec.accounting.accountings import DEFAULT_ACCOUNTING
 from tff_dprec.accounting.accountings import default_delta
-from tff_dprec.accounting.accountings import DP_FEDAVG_ACCOUNTINGS
-from tff_dprec.accounting.accountings import PAPER
-from tff_dprec.accounting.accountings import PLD
-from tff_dprec.accounting.accountings import RDP
-from tff_dprec.accounting.accountings import SOUND
-from tff_dprec.accounting.base_accountant import DpRecAccountantBase
-from tff_dprec.accounting.baselines import CONVERSION_CLASSIC
-from tff_dprec.accounting.baselines import CONVERSION_TIGHT
-from tff_dprec.accounting.baselines import DDGAUSS_ORDERS
 from tff_dprec.accounting.baselines import ddgauss_epsilon
-from tff_dprec.accounting.baselines import ddgauss_params
-from tff_dprec.accounting.baselines import DDGaussParams
 from tff_dprec.accounting.baselines import dp_fedavg_epsilon
 from tff_dprec.accounting.calibration import calibrate_clip_ratio
 from tff_dprec.accounting.calibration import calibrate_ddgauss_noise
 from tff_dprec.accounting.calibration import calibrate_dp_fedavg_noise
-from tff_dprec.accounting.calibration import round_down
-from tff_dprec.accounting.calibration import round_up
 from tff_dprec.accounting.calibration import TargetUnreachableError
-from tff_dprec.accounting.channel import message_rdp
-from tff_dprec.accounting.channel import rec_channel_rdp
-from tff_dprec.accounting.channel import substitution_rdp
 from tff_dprec.accounting.dp_rec_accountant import dp_rec_epsilon
 from tff_dprec.accounting.dp_rec_accountant import dp_rec_local_epsilon
-from tff_dprec.accounting.dp_rec_accountant import DpRecAccountant
+from tff_dprec.accounting.dp_rec_accountant import make_dp_rec_accountant
+from tff_dprec.accounting.epsilon_curve import dp_rec_epsilons
+from tff_dprec.accounting.epsilon_curve import DpRecEpsilonCurve
 from tff_dprec.accounting.events import dp_rec_round_event
 from tff_dprec.accounting.events import DpRecEvent
 from tff_dprec.accounting.paper_accountant import DpRecPaperAccountant
 from tff_dprec.accounting.paper_accountant import OverheadExceedsDeltaError
-from tff_dprec.accounting.paper_accountant import REVERSE_FORWARD_BOUND
-from tff_dprec.accounting.paper_accountant import REVERSE_NUMERICAL
 from tff_dprec.accounting.paper_accountant import UnprovenPaperBound
 from tff_dprec.accounting.pld_accountant import DpRecPldAccountant
 from tff_dprec.accounting.rdp_accountant import DpRecRdpAccountant
-from tff_dprec.accounting.rdp_bounds import DEFAULT_ORDERS
-from tff_dprec.accounting.rdp_bounds import PAPER_ORDERS
-from tff_dprec.accounting.rdp_bounds import SOUND_ORDERS
+
+__all__ = [
+    'calibrate_clip_ratio',
+    'calibrate_ddgauss_noise',
+    'calibrate_dp_fedavg_noise',
+    'ddgauss_epsilon',
+    'default_delta',
+    'dp_fedavg_epsilon',
+    'dp_rec_epsilon',
+    'dp_rec_epsilons',
+    'dp_rec_local_epsilon',
+    'dp_rec_round_event',
+    'DpRecEpsilonCurve',
+    'DpRecEvent',
+    'DpRecPaperAccountant',
+    'DpRecPldAccountant',
+    'DpRecRdpAccountant',
+    'make_dp_rec_accountant',
+    'OverheadExceedsDeltaError',
+    'TargetUnreachableError',
+    'UnprovenPaperBound',
+]

@@ -5,6 +5,9 @@ from typing import Optional, Sequence
 import warnings
 
 from tff_dprec import accounting
+from tff_dprec.accounting import accountings
+from tff_dprec.accounting import baselines
+from tff_dprec.accounting import calibration
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -31,21 +34,22 @@ def _parser() -> argparse.ArgumentParser:
                       help='dp_rec, --accounting=paper only: one index of '
                       'this many bits')
   parser.add_argument('--accounting', default=None,
-                      choices=list(accounting.ACCOUNTINGS),
-                      help="dp_rec and dp_fedavg: 'pld' (the default, the "
-                      "smaller of the PLD and RDP epsilons; dp_fedavg with "
-                      "--conversion=classic: 'rdp'), 'rdp' (alias 'sound'; "
-                      "docs/PRIVACY.md); dp_rec also 'paper' (the paper's "
-                      "Theorem 1, unproven for groups); ddgauss: 'rdp' only")
+                      choices=list(accountings.ACCOUNTINGS),
+                      help="dp_rec and dp_fedavg: 'pld' (the default: the "
+                      "smaller of the certified PLD and RDP epsilons; "
+                      "dp_fedavg with --conversion=classic: 'rdp'), 'rdp' "
+                      "(the RDP epsilon alone; docs/PRIVACY.md); dp_rec "
+                      "also 'paper' (the paper's Theorem 1, unproven for "
+                      "groups); ddgauss: 'rdp' only")
   parser.add_argument('--local', action='store_true',
                       help='dp_rec: local epsilon, no amplification')
   parser.add_argument('--noise_multiplier', type=float,
                       help='dp_fedavg, ddgauss')
   parser.add_argument('--l2_clip', type=float, help='ddgauss')
   parser.add_argument('--dimension', type=int, help='ddgauss')
-  parser.add_argument('--conversion', default=accounting.CONVERSION_TIGHT,
-                      choices=[accounting.CONVERSION_TIGHT,
-                               accounting.CONVERSION_CLASSIC],
+  parser.add_argument('--conversion', default=baselines.CONVERSION_TIGHT,
+                      choices=[baselines.CONVERSION_TIGHT,
+                               baselines.CONVERSION_CLASSIC],
                       help='RDP to (epsilon, delta): dp_fedavg with '
                       '--accounting=rdp, and ddgauss')
   return parser
@@ -83,7 +87,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
 
 def _dp_rec(args, common, delta, need):
   if args.accounting is None:
-    args.accounting = accounting.DEFAULT_ACCOUNTING
+    args.accounting = accountings.DEFAULT_ACCOUNTING
   if args.total_bits is None:
     need('bits', 'num_groups')
   bits = dict(bits=args.bits, num_groups=args.num_groups,
@@ -92,7 +96,7 @@ def _dp_rec(args, common, delta, need):
   if args.target_epsilon is not None:
     c = accounting.calibrate_clip_ratio(target_epsilon=args.target_epsilon,
                                         **bits, **common)
-    c = accounting.round_down(c)
+    c = calibration.round_down(c)
     eps = accounting.dp_rec_epsilon(clip_ratio=c, **bits, **common)
     print(f'clip_ratio={c:.6g} (epsilon={eps:.6g} delta={delta:.6g}, '
           f'{label})')
@@ -110,19 +114,19 @@ def _dp_rec(args, common, delta, need):
 
 def _dp_fedavg(args, common, delta, need):
   if args.accounting is None:
-    args.accounting = (accounting.RDP
-                       if args.conversion == accounting.CONVERSION_CLASSIC
-                       else accounting.DEFAULT_ACCOUNTING)
-  if args.accounting not in accounting.DP_FEDAVG_ACCOUNTINGS:
+    args.accounting = (accountings.RDP
+                       if args.conversion == baselines.CONVERSION_CLASSIC
+                       else accountings.DEFAULT_ACCOUNTING)
+  if args.accounting not in accountings.DP_FEDAVG_ACCOUNTINGS:
     raise ValueError(f'--accounting={args.accounting} is for dp_rec; '
                      "dp_fedavg takes 'pld' or 'rdp'.")
-  kind = accounting.canonical(args.accounting)
+  kind = args.accounting
   options = dict(conversion=args.conversion, accounting=kind)
   label = f'accounting={kind}'
   if args.target_epsilon is not None:
     z = accounting.calibrate_dp_fedavg_noise(
         target_epsilon=args.target_epsilon, **options, **common)
-    z = accounting.round_up(z)
+    z = calibration.round_up(z)
     eps = accounting.dp_fedavg_epsilon(noise_multiplier=z, **options,
                                        **common)
     print(f'noise_multiplier={z:.6g} (epsilon={eps:.6g} delta={delta:.6g}, '
@@ -136,7 +140,7 @@ def _dp_fedavg(args, common, delta, need):
 
 def _ddgauss(args, common, delta, need):
   if (args.accounting is not None and
-      args.accounting not in accounting.DDGAUSS_ACCOUNTINGS):
+      args.accounting not in accountings.DDGAUSS_ACCOUNTINGS):
     raise ValueError(f'--accounting={args.accounting}: ddgauss has an RDP '
                      "accountant only ('rdp').")
   need('l2_clip', 'bits', 'dimension')
@@ -148,7 +152,7 @@ def _ddgauss(args, common, delta, need):
     # Epsilon is not monotone in the noise: keep the rounded value only if
     # it still meets the target, else print more digits.
     for digits in (6, 8, 10, 17):
-      candidate = accounting.round_up(z, digits)
+      candidate = calibration.round_up(z, digits)
       eps = accounting.ddgauss_epsilon(noise_multiplier=candidate, **extra,
                                        **common)
       if eps <= args.target_epsilon:

@@ -2,9 +2,9 @@
 
 DP-REC's accountings (docs/PRIVACY.md), each with its accountant class:
 
-* `PLD` (`'pld'`, the default): `pld_accountant.DpRecPldAccountant`.
-* `RDP` (`'rdp'`; `SOUND`, `'sound'`, is its earlier name):
-  `rdp_accountant.DpRecRdpAccountant`.
+* `PLD` (`'pld'`, the default): `pld_accountant.DpRecPldAccountant`, the
+  smaller of the certified PLD and RDP epsilons.
+* `RDP` (`'rdp'`): `rdp_accountant.DpRecRdpAccountant`, the RDP epsilon.
 * `PAPER` (`'paper'`), the paper's Theorem 1:
   `paper_accountant.DpRecPaperAccountant`.
 
@@ -17,21 +17,14 @@ from tff_dprec import validation
 
 PLD = 'pld'
 RDP = 'rdp'
-SOUND = 'sound'  # The earlier name of 'rdp'.
 PAPER = 'paper'
 # What `accounting=` accepts, per mechanism.
-ACCOUNTINGS = (PLD, RDP, SOUND, PAPER)  # DP-REC's.
-DP_FEDAVG_ACCOUNTINGS = (PLD, RDP, SOUND)
-DDGAUSS_ACCOUNTINGS = (RDP, SOUND)
+ACCOUNTINGS = (PLD, RDP, PAPER)  # DP-REC's.
+DP_FEDAVG_ACCOUNTINGS = (PLD, RDP)
+DDGAUSS_ACCOUNTINGS = (RDP,)
 DEFAULT_ACCOUNTING = PLD  # DP-REC's and DP-FedAvg's.
 # delta = N^-DEFAULT_DELTA_EXPONENT.
 DEFAULT_DELTA_EXPONENT = 1.1
-
-
-def canonical(accounting: str) -> str:
-  """The accounting's name, with the alias 'sound' as 'rdp'."""
-  validation.check_choice(accounting, 'accounting', ACCOUNTINGS)
-  return RDP if accounting == SOUND else accounting
 
 
 def default_delta(population: int) -> float:

@@ -31,7 +31,6 @@ import math
 from typing import Sequence
 
 import attr
-import dp_accounting
 from dp_accounting.pld import privacy_loss_distribution
 from dp_accounting.rdp import rdp_privacy_accountant
 import numpy as np
@@ -89,37 +88,62 @@ def dp_fedavg_epsilon(*, noise_multiplier: float, population: int,
                           (CONVERSION_TIGHT, CONVERSION_CLASSIC))
   validation.check_choice(accounting, 'accounting',
                           accountings.DP_FEDAVG_ACCOUNTINGS)
-  accounting = accountings.canonical(accounting)
   if accounting == accountings.PLD and conversion != CONVERSION_TIGHT:
     raise ValueError(
         f'conversion={conversion!r} applies to the RDP accountant; pass '
         "accounting='rdp' with it (accounting='pld' was given).")
-  event = dp_accounting.PoissonSampledDpEvent(
-      q, dp_accounting.GaussianDpEvent(noise_multiplier))
   if rounds == 0:
     return 0.0  # Nothing released.
+  return _dp_fedavg_epsilon(float(noise_multiplier), q, int(rounds),
+                            float(delta), conversion, accounting,
+                            tuple(float(a) for a in orders))
+
+
+@functools.lru_cache(maxsize=1024)
+def _dp_fedavg_epsilon(noise_multiplier, q, rounds, delta, conversion,
+                       accounting, orders):
+  """`dp_fedavg_epsilon`, kept per argument (a calibration and its callers
+  ask for the same epsilons again)."""
   orders = np.asarray(orders, np.float64)
-  # The RDP of `event` composed `rounds` times, as dp_accounting's
-  # RdpAccountant composes it (this function), which dp_accounting 0.4.3
-  # does not expose. Clamped at 0 (a bound rounded up): at tiny q its series
-  # rounds to -1e-16, which RdpAccountant.get_epsilon refuses.
-  rdp = rounds * np.maximum(
-      rdp_privacy_accountant._compute_rdp_poisson_subsampled_gaussian(  # pylint: disable=protected-access
-          q, noise_multiplier, orders), 0.0)
+  rdp = rounds * subsampled_gaussian_rdp(q, noise_multiplier, orders)
   rdp_epsilon = rdp_to_epsilon(orders, rdp, delta, conversion)
   if (conversion != CONVERSION_TIGHT or accounting == accountings.RDP or
       not rdp_epsilon <= PLD_MAX_RDP_EPSILON):
     return rdp_epsilon
-  return min(rdp_epsilon, _pld_epsilon(event, rounds, delta))
+  return min(rdp_epsilon, _pld_epsilon(q, noise_multiplier, rounds, delta))
 
 
-def _pld_epsilon(event, rounds, delta):
+def subsampled_gaussian_rdp(q: float, noise_multiplier: float,
+                            orders: np.ndarray) -> np.ndarray:
+  """RDP of one Poisson-subsampled Gaussian release, at each order.
+
+  dp_accounting's `RdpAccountant` composes this function for
+  `PoissonSampledDpEvent(q, GaussianDpEvent(z))`; 0.4.3 exposes neither
+  the function nor the accountant's RDP vector, so it is called here by
+  its private name (tests/accounting_baselines_test.py checks that it
+  still gives `RdpAccountant`'s epsilon, to the bit). Clamped at 0 (a
+  bound rounded up): at tiny q the series rounds to -1e-16, which
+  `RdpAccountant.get_epsilon` refuses.
+  """
+  return np.maximum(_subsampled_gaussian_rdp(
+      float(q), float(noise_multiplier),
+      tuple(float(a) for a in orders)), 0.0)
+
+
+@functools.lru_cache(maxsize=1024)
+def _subsampled_gaussian_rdp(q, noise_multiplier, orders):
+  return np.asarray(
+      rdp_privacy_accountant._compute_rdp_poisson_subsampled_gaussian(  # pylint: disable=protected-access
+          q, noise_multiplier, np.asarray(orders, np.float64)),
+      dtype=np.float64)
+
+
+def _pld_epsilon(q, noise_multiplier, rounds, delta):
   """dp_accounting's pessimistic PLD epsilon, on a grid fine enough for it."""
   discretization = PLD_DISCRETIZATION
   while True:
-    epsilon = _composed_pld(
-        event.sampling_probability, event.event.noise_multiplier,
-        discretization, rounds).get_epsilon_for_delta(delta)
+    epsilon = _composed_pld(q, noise_multiplier, discretization,
+                            rounds).get_epsilon_for_delta(delta)
     finer = max(PLD_MIN_DISCRETIZATION, epsilon / _PLD_REFINE)
     if finer >= discretization / 2:
       return epsilon

@@ -1,8 +1,9 @@
-"""`DpRecAccountant` chooses DP-REC's accountant by name; DP-REC's epsilons.
+"""DP-REC's accountant by name (`make_dp_rec_accountant`); its epsilons.
 
-`DpRecAccountant(accounting=...)` returns the accountant of that accounting
-(`accountings`): `'pld'` (the default, `pld_accountant`), `'rdp'` (alias
-`'sound'`, `rdp_accountant`) or `'paper'` (`paper_accountant`).
+`make_dp_rec_accountant(accounting=...)` returns the accountant of that
+accounting (`accountings`): `'pld'` (the default, `pld_accountant`: the
+smaller of the certified PLD and RDP epsilons), `'rdp'` (`rdp_accountant`)
+or `'paper'` (`paper_accountant`).
 `dp_rec_epsilon` is the epsilon of a training run (T rounds of B draws with
 q = 1/N), `dp_rec_local_epsilon` that of a known participant.
 Derivations and what is assumed: docs/PRIVACY.md.
@@ -24,7 +25,7 @@ from tff_dprec.accounting import rdp_accountant
 _NeighborRel = dp_accounting.NeighboringRelation
 
 
-def DpRecAccountant(  # pylint: disable=invalid-name
+def make_dp_rec_accountant(
     orders: Optional[Sequence[float]] = None,
     accounting: str = accountings.DEFAULT_ACCOUNTING,
     reverse_divergence: str = paper_accountant.REVERSE_FORWARD_BOUND,
@@ -36,9 +37,10 @@ def DpRecAccountant(  # pylint: disable=invalid-name
   Args:
     orders: Renyi orders. `'pld'` and `'rdp'`: integers >= 2 (default
       `SOUND_ORDERS`); `'paper'`: values > 1 (default `PAPER_ORDERS`).
-    accounting: `'pld'` (default): `DpRecPldAccountant`; `'rdp'` (or its
-      alias `'sound'`): `DpRecRdpAccountant`; `'paper'`:
-      `DpRecPaperAccountant`.
+    accounting: `'pld'` (default): `DpRecPldAccountant`, the smaller of the
+      certified PLD and RDP epsilons; `'rdp'`: `DpRecRdpAccountant`, the
+      RDP epsilon alone; `'paper'`: `DpRecPaperAccountant` (the paper's
+      Theorem 1, unproven).
     reverse_divergence: `'paper'` only: how D(p || mix) is bounded,
       `'forward_bound'` (the paper's) or `'numerical'` (quadrature).
     neighboring_relation: Must be `ADD_OR_REMOVE_ONE`.
@@ -53,7 +55,6 @@ def DpRecAccountant(  # pylint: disable=invalid-name
                           (paper_accountant.REVERSE_FORWARD_BOUND,
                            paper_accountant.REVERSE_NUMERICAL))
   validation.check_positive_number(discretization, 'discretization')
-  accounting = accountings.canonical(accounting)
   if accounting == accountings.PAPER:
     return paper_accountant.DpRecPaperAccountant(
         orders, reverse_divergence, neighboring_relation)
@@ -86,8 +87,10 @@ def dp_rec_epsilon(*, clip_ratio: float, population: int,
     bits: Index bits per group.
     num_groups: Groups per message.
     total_bits: Paper mode only: the message's index bits as one index.
-    accounting: `'pld'` (default), `'rdp'` (alias `'sound'`) or `'paper'`.
-    reverse_divergence: Paper mode only, see `DpRecAccountant`.
+    accounting: `'pld'` (default: the smaller of the certified PLD and RDP
+      epsilons), `'rdp'` (the RDP epsilon) or `'paper'` (the paper's
+      Theorem 1, unproven; docs/PRIVACY.md).
+    reverse_divergence: Paper mode only, see `make_dp_rec_accountant`.
 
   Raises:
     ValueError, TypeError: For invalid arguments.
@@ -98,8 +101,8 @@ def dp_rec_epsilon(*, clip_ratio: float, population: int,
   q = events.draw_rate(population, clients_per_round)
   bits, num_groups = events.resolve_bits(accounting, bits, num_groups,
                                          total_bits)
-  accountant = DpRecAccountant(accounting=accounting,
-                               reverse_divergence=reverse_divergence)
+  accountant = make_dp_rec_accountant(accounting=accounting,
+                                     reverse_divergence=reverse_divergence)
   event = dp_accounting.SelfComposedDpEvent(
       dp_accounting.PoissonSampledDpEvent(
           q, events.DpRecEvent(clip_ratio, bits, num_groups)),
@@ -125,7 +128,7 @@ def dp_rec_local_epsilon(*, clip_ratio: float, delta: float,
   validation.check_probability(delta, 'delta')
   bits, num_groups = events.resolve_bits(accounting, bits, num_groups,
                                          total_bits)
-  accountant = DpRecAccountant(accounting=accounting)
+  accountant = make_dp_rec_accountant(accounting=accounting)
   event = events.DpRecEvent(clip_ratio, bits, num_groups)
   if rounds == 0:
     return 0.0  # Nothing released.

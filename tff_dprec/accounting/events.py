@@ -43,11 +43,13 @@ class DpRecEvent(dp_accounting.DpEvent):
   Attributes:
     clip_ratio: c = l2_clip / noise_stddev (non-negative).
     bits: Index bits of each group.
-    num_groups: Number of groups M (the message carries M * bits index bits).
+    num_groups: Number of groups M (the message carries M * bits index
+      bits); required: `learning.message_layout(model_fn, ...).num_groups`
+      gives a model's (one group is the least conservative guess).
   """
   clip_ratio: float = attr.ib(validator=_check_clip_ratio)
   bits: int = attr.ib(validator=_check_bits)
-  num_groups: int = attr.ib(default=1, validator=_check_num_groups)
+  num_groups: int = attr.ib(validator=_check_num_groups)
 
   @property
   def total_bits(self) -> int:

@@ -22,11 +22,10 @@ import functools
 import math
 from typing import Tuple
 
-from dp_accounting.pld import privacy_loss_distribution
-import numpy as np
 
 from tff_dprec import validation
 from tff_dprec.accounting import channel
+from tff_dprec.accounting import loss_pmf
 from tff_dprec.accounting import profile
 
 # Integer orders of the Renyi bounds that the profiles are converted from.
@@ -88,7 +87,7 @@ def _message_profiles(clip_ratio, bits, num_groups, max_epsilon):
 def draw_pld(*, q: float, clip_ratio: float, bits: int, num_groups: int,
              discretization: float = DEFAULT_DISCRETIZATION
              ) -> Tuple[float,
-                        privacy_loss_distribution.PrivacyLossDistribution]:
+                        loss_pmf.PrivacyLoss]:
   """(loss grid step, PLD) dominating one DP-REC client draw with prob. q.
 
   The step is `discretization`, or coarser where the losses spread over

@@ -18,13 +18,13 @@ from typing import Optional, Sequence
 import warnings
 
 import dp_accounting
-from dp_accounting.rdp import rdp_privacy_accountant
 import numpy as np
 from scipy import integrate
 
 from tff_dprec import validation
 from tff_dprec.accounting import accountings
 from tff_dprec.accounting import base_accountant
+from tff_dprec.accounting import baselines
 from tff_dprec.accounting import rdp_bounds
 
 # How D(p || mix) is bounded.
@@ -158,11 +158,7 @@ def _paper_forward_rdp(q, c, orders):
     return np.zeros_like(orders)
   if q >= 1.0:
     return orders * c * c / 2.0
-  # dp_accounting 0.4.3 exposes no public RDP vector; this is the function
-  # its RdpAccountant composes for PoissonSampledDpEvent(GaussianDpEvent).
-  return np.maximum(np.asarray(
-      rdp_privacy_accountant._compute_rdp_poisson_subsampled_gaussian(  # pylint: disable=protected-access
-          q, 1.0 / c, orders), dtype=np.float64), 0.0)
+  return baselines.subsampled_gaussian_rdp(q, 1.0 / c, orders)
 
 
 def _reverse_rdp_numerical(q, c, orders):

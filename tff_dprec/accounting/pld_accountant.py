@@ -3,12 +3,13 @@
 `accounting='pld'`, the default; docs/PRIVACY.md, Section 9. Certified
 profiles of one message (`message_profile`), the exact Poisson-subsampling
 forms of the substitution pair in both directions, a pessimistic
-connect-the-dots PLD per draw, composed with dp_accounting's PLD. It also
-composes the Renyi bounds of `rdp_accountant`, and returns the smaller
-epsilon (both are upper bounds).
+connect-the-dots PLD per draw, composed as dp_accounting composes PLDs
+(`loss_pmf`). It also composes the Renyi bounds of `rdp_accountant`, and
+returns the smaller epsilon (both are upper bounds).
 """
 
-from typing import Optional, Sequence
+import functools
+from typing import Optional, Sequence, Tuple
 
 import dp_accounting
 import numpy as np
@@ -54,7 +55,6 @@ class DpRecPldAccountant(rdp_accountant.DpRecRdpAccountant):
     self._discretization = float(discretization)
     # Draw counts per (q, c, bits, groups), composed on demand.
     self._draws = {}
-    self._composed = None
     self._non_private = False
 
   def _check_sampling(self, event):
@@ -81,7 +81,6 @@ class DpRecPldAccountant(rdp_accountant.DpRecRdpAccountant):
                                num_groups=key[3],
                                discretization=self._discretization)
       self._draws[key] = self._draws.get(key, 0) + count
-      self._composed = None
     self._rdp += rdp
 
   def _compose_non_private(self):
@@ -99,32 +98,35 @@ class DpRecPldAccountant(rdp_accountant.DpRecRdpAccountant):
     eps, order = super().get_epsilon_and_optimal_order(target_delta)
     if not np.any(self._rdp) or not self._draws or self._non_private:
       return eps, order  # Nothing released, or no PLD to compare.
-    pld_eps = self._composed_pld().get_epsilon_for_delta(target_delta)
+    pld_eps = composed_epsilon(tuple(sorted(self._draws.items())),
+                               self._discretization, float(target_delta))
     if pld_eps < eps:
       return float(pld_eps), None
     return eps, order
 
-  def _composed_pld(self):
-    """The PLD of every draw so far, on one loss grid.
 
-    Each draw's PLD is built on the accountant's discretization or coarser
-    (`message_profile.draw_pld`); PLDs compose on one grid only, so all are
-    rebuilt on the coarsest step any of them needs (none needs a coarser
-    one at a coarser step: fewer points fit the limit).
-    """
-    if self._composed is None:
-      step = self._discretization
-      while True:
-        draws = [(message_profile.draw_pld(
-            q=q, clip_ratio=c, bits=b, num_groups=m, discretization=step),
-                  count) for (q, c, b, m), count in sorted(self._draws.items())]
-        coarsest = max(got for (got, _), _ in draws)
-        if all(got == coarsest for (got, _), _ in draws):
-          break
-        step = coarsest
-      composed = None
-      for (_, pld), count in draws:
-        pld = pld.self_compose(count)
-        composed = pld if composed is None else composed.compose(pld)
-      self._composed = composed
-    return self._composed
+@functools.lru_cache(maxsize=1024)
+def composed_epsilon(draws: Tuple[Tuple[tuple, int], ...],
+                     discretization: float, delta: float) -> float:
+  """The PLD epsilon at `delta` of `draws`: ((q, c, bits, groups), count).
+
+  Each draw's PLD is built on `discretization` or coarser
+  (`message_profile.draw_pld`); PLDs compose on one grid only, so all are
+  rebuilt on the coarsest step any of them needs (none needs a coarser
+  one at a coarser step: fewer points fit the limit). Kept per argument:
+  a calibration and its callers ask for the same epsilons again.
+  """
+  step = discretization
+  while True:
+    built = [(message_profile.draw_pld(
+        q=q, clip_ratio=c, bits=b, num_groups=m, discretization=step), count)
+             for (q, c, b, m), count in draws]
+    coarsest = max(got for (got, _), _ in built)
+    if all(got == coarsest for (got, _), _ in built):
+      break
+    step = coarsest
+  composed = None
+  for (_, pld), count in built:
+    pld = pld.self_compose(count)
+    composed = pld if composed is None else composed.compose(pld)
+  return float(composed.get_epsilon_for_delta(delta))

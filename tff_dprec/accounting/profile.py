@@ -6,7 +6,8 @@ divergence as a function of epsilon,
   delta(epsilon) = H_{e^epsilon}(P || Q) = sup_S P(S) - e^epsilon Q(S).
 
 This module turns upper bounds on profiles into a privacy loss distribution
-(PLD) that dominates the pair, for dp_accounting's PLD composition. Every
+(PLD) that dominates the pair, composed as dp_accounting composes PLDs
+(`loss_pmf`). Every
 step keeps an upper bound (docs/PRIVACY.md, Section 9):
 
 * `Profile`: non-increasing values on a grid epsilon = i * step (i >= 0);
@@ -25,23 +26,25 @@ step keeps an upper bound (docs/PRIVACY.md, Section 9):
   by the exact forms below.
 * `pessimistic_pld`: the lower convex hull of each direction's bounds in
   gamma = e^epsilon (a true profile is convex in gamma, so it stays below
-  the hull), then dp_accounting's pessimistic connect-the-dots PMF
-  (Doroshenko, Ghazi, Kamath, Kumar, Manurangsi 2022), whose profile is the
-  piecewise-linear interpolation through the bounds: it dominates the pair.
+  the hull), then the pessimistic connect-the-dots PMF (Doroshenko, Ghazi,
+  Kamath, Kumar, Manurangsi 2022; `loss_pmf.connect_dots`), whose profile
+  is the piecewise-linear interpolation through the bounds: it dominates
+  the pair.
 """
 
 import math
 from typing import Callable, Optional, Sequence, Tuple
 
-from dp_accounting.pld import pld_pmf
-from dp_accounting.pld import privacy_loss_distribution
 import numpy as np
 
 from tff_dprec import validation
+from tff_dprec.accounting import loss_pmf
 
 # Relative margin by which every computed bound is raised: covers float64
 # rounding (about 1e-16 relative per operation) with room to spare.
 ROUNDING_MARGIN = 1e-9
+# Vectorised passes of `_lower_hull` before its monotone chain.
+_HULL_PASSES = 64
 # A grid index is rounded down after subtracting this many grid steps, so
 # that a float quotient just above an integer cannot round up past the
 # epsilon asked for.
@@ -297,27 +300,48 @@ def convex_upper(epsilons: np.ndarray, deltas: np.ndarray) -> np.ndarray:
   """
   gamma = np.concatenate([[0.0], np.exp(epsilons)])
   values = np.concatenate([[1.0], deltas])
-  # Python floats: the same IEEE doubles as NumPy's, several times faster
-  # to index in this loop.
-  g, v = gamma.tolist(), values.tolist()
-  hull = [0]
-  for i in range(1, len(g)):
-    while len(hull) >= 2:
-      a, b = hull[-2], hull[-1]
-      # Drop b if it lies on or above the chord from a to i.
-      if (g[b] - g[a]) * (v[i] - v[a]) <= (v[b] - v[a]) * (g[i] - g[a]):
-        hull.pop()
-      else:
-        break
-    hull.append(i)
-  hull = np.asarray(hull)
+  hull = _lower_hull(gamma, values)
   out = np.interp(gamma[1:], gamma[hull], values[hull]) * (1.0 + 1e-12)
   return np.minimum(np.minimum.accumulate(out), 1.0)
 
 
+def _lower_hull(g: np.ndarray, v: np.ndarray) -> np.ndarray:
+  """Indices of the lower convex hull's vertices, g increasing.
+
+  A point on or above the chord between two others, one on each side, is
+  not a vertex; each pass drops every point on or above the chord of its
+  current neighbours, all at once, until none is (a few passes for
+  profiles, which are nearly convex). The monotone chain (Andrew 1979)
+  then runs over the survivors, with the test it would run over all the
+  points (a point b between a and i is dropped when it is on or above
+  the chord from a to i), so the vertices are the chain's.
+  """
+  index = np.arange(g.size)
+  for _ in range(_HULL_PASSES):
+    if index.size <= 2:
+      break
+    a, b, i = index[:-2], index[1:-1], index[2:]
+    drop = (g[b] - g[a]) * (v[i] - v[a]) <= (v[b] - v[a]) * (g[i] - g[a])
+    if not np.any(drop):
+      break
+    index = np.concatenate([index[:1], b[~drop], index[-1:]])
+  # Python floats: the same IEEE doubles as NumPy's, faster to index.
+  gs, vs = g[index].tolist(), v[index].tolist()
+  hull = [0]
+  for i in range(1, len(gs)):
+    while len(hull) >= 2:
+      a, b = hull[-2], hull[-1]
+      if (gs[b] - gs[a]) * (vs[i] - vs[a]) <= (vs[b] - vs[a]) * (gs[i] - gs[a]):
+        hull.pop()
+      else:
+        break
+    hull.append(i)
+  return index[hull]
+
+
 def pessimistic_pld(discretization: float, lo: int, hi: int,
                     remove: np.ndarray, add: np.ndarray
-                    ) -> privacy_loss_distribution.PrivacyLossDistribution:
+                    ) -> loss_pmf.PrivacyLoss:
   """A PLD dominating every pair whose profiles are below the bounds.
 
   `remove` and `add` bound H(X || Y) and H(Y || X) at epsilon =
@@ -330,9 +354,8 @@ def pessimistic_pld(discretization: float, lo: int, hi: int,
   pmfs = []
   for deltas in (remove, add):
     hull = convex_upper(eps, np.asarray(deltas, dtype=np.float64))
-    pmfs.append(pld_pmf.create_pmf_pessimistic_connect_dots_fixed_gap(
-        discretization, lo, hi, hull))
-  return privacy_loss_distribution.PrivacyLossDistribution(pmfs[0], pmfs[1])
+    pmfs.append(loss_pmf.connect_dots(discretization, lo, hi, hull))
+  return loss_pmf.PrivacyLoss(pmfs[0], pmfs[1])
 
 
 def gaussian_profile(sensitivity: float, step: float,

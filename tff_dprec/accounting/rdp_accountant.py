@@ -1,6 +1,6 @@
 """`DpRecRdpAccountant`: Renyi DP of what a DP-REC client releases.
 
-`accounting='rdp'` (alias `'sound'`); docs/PRIVACY.md, Sections 2-3. The
+`accounting='rdp'`; docs/PRIVACY.md, Sections 2-3. The
 seed and its M indices, for add/remove-one-client neighbours:
 
 * one message: eps(a) = max over the two directions of the worst case,

@@ -8,6 +8,7 @@
   orders > 1: the paper's accountant and DP-FedAvg's RDP).
 """
 
+import functools
 import math
 from typing import Sequence
 
@@ -23,7 +24,6 @@ SOUND_ORDERS = tuple(range(2, 65))
 PAPER_ORDERS = tuple(
     [1.0 + x / 20.0 for x in range(1, 200)] + list(range(11, 129)) +
     [160, 192, 256, 384, 512, 1024])
-DEFAULT_ORDERS = PAPER_ORDERS  # Backwards-compatible name (paper mode).
 
 
 def sound_rdp(q: float, clip_ratio: float, bits: int, num_groups: int,
@@ -43,8 +43,16 @@ def sound_rdp(q: float, clip_ratio: float, bits: int, num_groups: int,
   base. docs/PRIVACY.md, Section 3.
   """
   orders = channel.check_orders(orders)
+  return np.copy(_sound_rdp(float(q), float(clip_ratio), int(bits),
+                            int(num_groups), tuple(int(a) for a in orders)))
+
+
+@functools.lru_cache(maxsize=1024)
+def _sound_rdp(q, clip_ratio, bits, num_groups, orders):
+  """`sound_rdp`, kept per argument (a search re-evaluates its points)."""
+  orders = np.asarray(orders, np.int64)
   # Clipping and encoding run in float32: allow the norm 2^-20 above c.
-  clip_ratio = float(clip_ratio) * (1.0 + 2.0**-20)
+  clip_ratio = clip_ratio * (1.0 + 2.0**-20)
   if q >= 1.0:
     forward, reverse = channel.message_rdp(
         clip_ratio=clip_ratio, bits=bits, num_groups=num_groups,
@@ -86,7 +94,7 @@ def zhu_wang_upper_bound(q: float, base: np.ndarray,
       l = np.arange(3, alpha + 1)
       others.extend(math.log(3.0) + _log_comb(alpha, l) +
                     (alpha - l) * log_1mq + l * log_q + (l - 1) * base[l - 2])
-    log_others = float(special.logsumexp(others))
+    log_others = float(channel.log_sum_exp(np.asarray(others, np.float64)))
     if log_others < 0.0:
       total = math.log1p(math.expm1(first) + math.exp(log_others))
     else:  # Far from 1: no cancellation to avoid.

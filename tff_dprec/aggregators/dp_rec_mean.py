@@ -11,6 +11,7 @@ import sys
 import tensorflow_federated as tff
 
 from tff_dprec import accounting as accounting_lib
+from tff_dprec.accounting import accountings
 from tff_dprec import message
 from tff_dprec.aggregators import creation_guard
 from tff_dprec.aggregators import dp_rec
@@ -80,11 +81,13 @@ class DPRecMeanFactory(tff.aggregators.UnweightedMeanFactory):
 
   def epsilon(self, model, *, population: int, clients_per_round: int,
               rounds: int, delta: float,
-              accounting: str = accounting_lib.PLD) -> float:
+              accounting: str = accountings.PLD) -> float:
     """Epsilon after `rounds` rounds of training `model`.
 
     `tff_dprec.accounting.dp_rec_epsilon` with this aggregator's clip ratio
-    and the bits and group count of `model`'s messages: B =
+    and the bits and group count of `model`'s messages (`accounting` as
+    there: 'pld', the default, is the smaller of the certified PLD and RDP
+    epsilons): B =
     `clients_per_round` clients drawn with replacement from N = `population`
     per round.
 

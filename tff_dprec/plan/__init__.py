@@ -30,19 +30,18 @@ returns a `Plan` with one typed record per mechanism:
   at which its relative noise, calibrated at B' to the same (epsilon,
   delta) over the same T, is at most DP-FedAvg's at B (`break_even`).
 
-Modules: `planner` (`plan`, `Calibrations`, the noise and traffic
-formulas), `search` (`auto_bits`, `break_even`), `results` (the typed
-records). Next to them, not re-exported here: `markdown.format_plan` (the
-plan as text) and `__main__` (the command line, the only one that prints).
+Exported here: `plan` (and `federation`, its checked setting), the
+`Calibrations` a caller may route through a cache of its own, and the
+result types. Its modules: `planner` (`plan`, `Calibrations`, the noise
+and traffic formulas), `search` (`auto_bits`, `break_even`), `results`
+(the typed records), `markdown` (`format_plan`: the plan as text) and
+`__main__` (the command line, the only one that prints). Its errors are
+TypeError and ValueError naming the argument; a target out of reach is a
+record's `error`, not an exception.
 """
 
 from tff_dprec.plan.planner import Calibrations
-from tff_dprec.plan.planner import DDGAUSS_BITS
-from tff_dprec.plan.planner import DDGAUSS_L2_CLIP
-from tff_dprec.plan.planner import expected_history_download_bits
 from tff_dprec.plan.planner import federation
-from tff_dprec.plan.planner import gaussian_relative_noise
-from tff_dprec.plan.planner import OPTIMIZER_SLOTS
 from tff_dprec.plan.planner import plan
 from tff_dprec.plan.results import BreakEven
 from tff_dprec.plan.results import DdgaussPlan
@@ -51,10 +50,16 @@ from tff_dprec.plan.results import DpRecPlan
 from tff_dprec.plan.results import Federation
 from tff_dprec.plan.results import MechanismPlan
 from tff_dprec.plan.results import Plan
-from tff_dprec.plan.search import auto_bits
-from tff_dprec.plan.search import bits_for_clip_ratio
-from tff_dprec.plan.search import break_even
-from tff_dprec.plan.search import dp_rec_relative_noise
-from tff_dprec.plan.search import margin_met
-from tff_dprec.plan.search import MAX_AUTO_BITS
-from tff_dprec.plan.search import REC_MARGIN_NATS
+
+__all__ = [
+    'BreakEven',
+    'Calibrations',
+    'DdgaussPlan',
+    'DpFedAvgPlan',
+    'DpRecPlan',
+    'federation',
+    'Federation',
+    'MechanismPlan',
+    'plan',
+    'Plan',
+]

@@ -4,8 +4,8 @@
 job before it trains.
 """
 
-from tff_dprec import accounting
 from tff_dprec import sizes
+from tff_dprec.accounting import calibration
 from tff_dprec.plan import planner
 from tff_dprec.plan import results
 from tff_dprec.plan import search
@@ -48,7 +48,7 @@ def _notes(p):
   """The lines under the table: RDP z, errors, DP-REC, its break-even."""
   fed, r, g = p.federation, p.dp_rec, p.ddgauss
   z_rdp = p.dp_fedavg.rdp_noise_multiplier
-  noise_rdp = planner.gaussian_relative_noise(z_rdp, fed.clients_per_round)
+  noise_rdp = search.gaussian_relative_noise(z_rdp, fed.clients_per_round)
   notes = [f"DP-FedAvg under RDP (DDGauss's accountant): z={z_rdp:.6g}, "
            f'relative noise {noise_rdp:.4g}.']
   if g.error:
@@ -59,7 +59,7 @@ def _notes(p):
   notes.append(
       f'DP-REC: {r.bits} bits ({source}) x {r.num_groups} group(s), '
       f'a {r.upload_bits}-bit message; local epsilon per participation '
-      f'{accounting.round_up(r.local_epsilon, 4):.4g} (what the server '
+      f'{calibration.round_up(r.local_epsilon, 4):.4g} (what the server '
       'learns from one message, rounded up); download: the history or the '
       f'full state ({r.full_bits:,} bits), whichever is smaller, in '
       'expectation.')

@@ -15,6 +15,9 @@ import numpy as np
 from tff_dprec import accounting
 from tff_dprec import sizes
 from tff_dprec import validation
+from tff_dprec.accounting import accountings
+from tff_dprec.accounting import baselines
+from tff_dprec.accounting import calibration
 from tff_dprec.plan import results
 from tff_dprec.plan import search
 
@@ -22,12 +25,8 @@ DDGAUSS_BITS = 16
 DDGAUSS_L2_CLIP = 1.0
 # Per-parameter slots of the server optimizer state a history replays.
 OPTIMIZER_SLOTS = {'sgd': 0, 'sgdm': 1, 'adam': 2}
-
-
-def gaussian_relative_noise(noise_multiplier: float,
-                            clients_per_round: int) -> float:
-  """z / B: DP-FedAvg's and DDGauss's noise on the mean over the clip."""
-  return noise_multiplier / clients_per_round
+# How far above the coding margin's c `dp_rec_misses_margin` evaluates.
+_MARGIN_SLACK = 1e-4
 
 
 def expected_history_download_bits(*, population: int,
@@ -107,7 +106,7 @@ class Calibrations:
                         num_groups: int) -> float:
     """DP-REC's largest c (PLD accountant), rounded down."""
     fed = self.federation
-    return accounting.round_down(accounting.calibrate_clip_ratio(
+    return calibration.round_down(accounting.calibrate_clip_ratio(
         target_epsilon=fed.target_epsilon, population=fed.population,
         clients_per_round=clients_per_round, rounds=fed.rounds,
         delta=fed.delta, bits=bits, num_groups=num_groups))
@@ -116,7 +115,7 @@ class Calibrations:
   def dp_fedavg_noise(self, accountant: str) -> float:
     """DP-FedAvg's smallest z under `accountant` ('pld', 'rdp'), rounded up."""
     fed = self.federation
-    return accounting.round_up(accounting.calibrate_dp_fedavg_noise(
+    return calibration.round_up(accounting.calibrate_dp_fedavg_noise(
         target_epsilon=fed.target_epsilon, accounting=accountant,
         **fed.common()))
 
@@ -129,19 +128,44 @@ class Calibrations:
         target_epsilon=fed.target_epsilon, l2_clip=l2_clip, bits=bits,
         dimension=fed.dimension, **fed.common())
 
+  def dp_rec_misses_margin(self, clients_per_round: int, bits: int,
+                           num_groups: int) -> bool:
+    """True only if DP-REC's calibrated c at `bits` surely misses the coding
+    margin (and the target is reachable there), from one epsilon.
+
+    The margin holds up to `search.margin_clip_ratio(bits)`; if epsilon
+    meets the target a relative 1e-4 above it, the boundary lies there or
+    higher, and the calibrated c (within 2e-6 of the boundary, rounded down
+    to 6 digits) is above the margin's c.
+    """
+    threshold = search.margin_clip_ratio(bits)
+    if threshold <= 0:
+      return False
+    fed = self.federation
+    kwargs = dict(clip_ratio=threshold * (1.0 + _MARGIN_SLACK),
+                  population=fed.population,
+                  clients_per_round=clients_per_round, rounds=fed.rounds,
+                  delta=fed.delta, bits=bits, num_groups=num_groups)
+    # The PLD epsilon is at most the RDP one: evaluated only if needed.
+    return (accounting.dp_rec_epsilon(accounting=accountings.RDP, **kwargs)
+            <= fed.target_epsilon or
+            accounting.dp_rec_epsilon(**kwargs) <= fed.target_epsilon)
+
   def dp_rec_at(self, clients_per_round: int, bits: Optional[int],
                 num_groups: int, start: Optional[int] = None) -> tuple:
     """(bits, c, margin met) of DP-REC at `clients_per_round`.
 
     `bits` None chooses them from c (`search.auto_bits`, walking from
-    `start` when given); given bits have margin met None.
+    `start` when given; a width that `dp_rec_misses_margin` settles is not
+    calibrated); given bits have margin met None.
     """
     if bits is not None:
       return bits, self.dp_rec_clip_ratio(clients_per_round, bits,
                                           num_groups), None
     return search.auto_bits(
         lambda b: self.dp_rec_clip_ratio(clients_per_round, b, num_groups),
-        start=start)
+        start=start, misses_margin=lambda b: self.dp_rec_misses_margin(
+            clients_per_round, b, num_groups))
 
   def dp_rec_break_even(self, target_noise: float, bits: Optional[int],
                         num_groups: int, at_b: tuple) -> Optional[tuple]:
@@ -235,18 +259,19 @@ def _model_bits(fed):
 
 
 def _dp_fedavg_plan(fed, cal):
-  z = cal.dp_fedavg_noise(accounting.PLD)
+  z = cal.dp_fedavg_noise(accountings.PLD)
   return results.DpFedAvgPlan(
       parameter=z,
-      relative_noise=gaussian_relative_noise(z, fed.clients_per_round),
+      relative_noise=search.gaussian_relative_noise(z,
+                                                    fed.clients_per_round),
       upload_bits=_model_bits(fed), download_bits=_model_bits(fed),
-      rdp_noise_multiplier=cal.dp_fedavg_noise(accounting.RDP))
+      rdp_noise_multiplier=cal.dp_fedavg_noise(accountings.RDP))
 
 
 def _ddgauss_plan(fed, cal, l2_clip):
   try:
     z = cal.ddgauss_noise(l2_clip, DDGAUSS_BITS)
-    padded = accounting.ddgauss_params(
+    padded = baselines.ddgauss_params(
         noise_multiplier=z, l2_clip=l2_clip, bits=DDGAUSS_BITS,
         clients_per_round=fed.clients_per_round,
         dimension=fed.dimension).padded_dim
@@ -258,7 +283,8 @@ def _ddgauss_plan(fed, cal, l2_clip):
         bits=DDGAUSS_BITS, l2_clip=l2_clip, error=str(e))
   return results.DdgaussPlan(
       parameter=z,
-      relative_noise=gaussian_relative_noise(z, fed.clients_per_round),
+      relative_noise=search.gaussian_relative_noise(z,
+                                                    fed.clients_per_round),
       upload_bits=DDGAUSS_BITS * padded, download_bits=_model_bits(fed),
       bits=DDGAUSS_BITS, l2_clip=l2_clip)
 

@@ -10,7 +10,7 @@ from typing import ClassVar, Optional
 
 import attrs
 
-from tff_dprec import accounting
+from tff_dprec.accounting import accountings
 
 
 @attrs.frozen
@@ -131,7 +131,7 @@ class DpRecPlan(MechanismPlan):
   """
   name: ClassVar[str] = 'dp_rec'
   parameter_name: ClassVar[str] = 'clip_ratio'
-  accountant: ClassVar[str] = accounting.PLD
+  accountant: ClassVar[str] = accountings.PLD
 
   num_groups: int
   bits_from_c: bool
@@ -169,7 +169,7 @@ class DpFedAvgPlan(MechanismPlan):
   """
   name: ClassVar[str] = 'dp_fedavg'
   parameter_name: ClassVar[str] = 'noise_multiplier'
-  accountant: ClassVar[str] = accounting.PLD
+  accountant: ClassVar[str] = accountings.PLD
 
   rdp_noise_multiplier: float
 
@@ -187,7 +187,7 @@ class DdgaussPlan(MechanismPlan):
   """
   name: ClassVar[str] = 'ddgauss'
   parameter_name: ClassVar[str] = 'noise_multiplier'
-  accountant: ClassVar[str] = accounting.RDP
+  accountant: ClassVar[str] = accountings.RDP
 
   bits: int
   l2_clip: float

@@ -29,7 +29,8 @@ def margin_met(bits: int, clip_ratio: float) -> bool:
 
 
 def auto_bits(calibrate_c: Callable[[int], float],
-              start: Optional[int] = None) -> tuple:
+              start: Optional[int] = None,
+              misses_margin: Optional[Callable[[int], bool]] = None) -> tuple:
   """(bits, c, met): the smallest bits with bits ln 2 >= c(bits)^2 / 2 + margin.
 
   `calibrate_c(bits)` is DP-REC's clip ratio at `bits` (calibrated, which
@@ -45,6 +46,11 @@ def auto_bits(calibrate_c: Callable[[int], float],
   grow with bits), in fewer calibrations; where the walk cannot conclude (a
   refused start, nothing met above it) it falls back to the scan.
 
+  `misses_margin(bits)`, where given, is True only when c(bits) surely
+  misses the margin and is not refused (`margin_clip_ratio`): such a width
+  is settled without calibrating it, and calibrated only if its c is
+  returned. The answer is the same.
+
   Raises:
     The last refusal of `calibrate_c` when every bit width up to the cap is
     refused.
@@ -52,8 +58,11 @@ def auto_bits(calibrate_c: Callable[[int], float],
   lowest = max(1, math.ceil(REC_MARGIN_NATS / math.log(2)))
   seen = {}
 
-  def outcome(bits):  # None (refused) or (c, margin met).
+  def outcome(bits):  # None (refused) or (c, margin met); c None: missed.
     if bits not in seen:
+      if misses_margin is not None and misses_margin(bits):
+        seen[bits] = (None, False)
+        return seen[bits]
       try:
         c = calibrate_c(bits)
         seen[bits] = (c, margin_met(bits, c))
@@ -73,7 +82,15 @@ def auto_bits(calibrate_c: Callable[[int], float],
   calibrated = [b for b in seen if outcome(b) is not None]
   if not calibrated:
     raise seen[MAX_AUTO_BITS]
-  return max(calibrated), outcome(max(calibrated))[0], False
+  largest = max(calibrated)
+  c = outcome(largest)[0]
+  return largest, calibrate_c(largest) if c is None else c, False
+
+
+def margin_clip_ratio(bits: int) -> float:
+  """The largest c that `bits` meet the margin at: sqrt(2 (b ln 2 - margin))
+  (0 where even c = 0 misses it)."""
+  return math.sqrt(max(0.0, 2.0 * (bits * math.log(2) - REC_MARGIN_NATS)))
 
 
 def bits_for_clip_ratio(clip_ratio: float) -> int:
@@ -84,6 +101,12 @@ def bits_for_clip_ratio(clip_ratio: float) -> int:
 def dp_rec_relative_noise(clip_ratio: float, clients_per_round: int) -> float:
   """1 / (c sqrt(B)): noise per coordinate of the mean, over the clip."""
   return 1.0 / (clip_ratio * math.sqrt(clients_per_round))
+
+
+def gaussian_relative_noise(noise_multiplier: float,
+                            clients_per_round: int) -> float:
+  """z / B: DP-FedAvg's and DDGauss's noise on the mean over the clip."""
+  return noise_multiplier / clients_per_round
 
 
 def break_even(target_noise: float, population: int,

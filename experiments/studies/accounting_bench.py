@@ -1,0 +1,302 @@
+"""`python -m experiments.bench accounting`: where accounting spends its time.
+
+Measured, each in a fresh process (no calibration cache, nothing kept from
+another measurement):
+
+* a cold DP-REC calibration (`calibrate_clip_ratio`, default accounting)
+  at the main job's setting (N = 342,477, B = 40, T = 50, epsilon 1, delta
+  N^-1.1, one group, the 5 bits the planner chooses from c there) and at
+  Fashion-MNIST's (N = 100, B = 10, T = 1,000, epsilon 3, 10 groups, 3
+  bits), split into phases: the Renyi bounds of the channel, the
+  subsampling and Renyi conversion, the privacy profiles, their convex
+  hull, the PLD's construction, its composition (FFT), its epsilon, and
+  the rest (the search, its bookkeeping), with the number of epsilons the
+  search evaluated;
+* the planner's cold start at the main job's setting (`python -m
+  tff_dprec.plan ... --json`, a fresh process, imports included);
+* the main job's planner lines (`experiments.runner.planning`, through an
+  empty calibration cache), after the run's own calibrations of DP-REC,
+  DP-FedAvg and DDGauss16 (`registry.build`, not timed), as a run prints
+  them before it trains;
+* a run's epsilon after each of 1,000 rounds at Fashion-MNIST's setting
+  (what `registry`'s `epsilon_after` costs a round).
+
+`--baseline_root=PATH` measures the same in a checkout of another version
+of the code (its `tff_dprec` first on the path), side by side, with the
+speed-up. A phase is the time inside its functions, not counting the
+other phases' functions they call; where a version has no such function
+the phase is empty there. Timings are wall times of one run each: compare
+them on a quiet machine.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+# (module, attribute, phase); 'Class.method' patches a method. Functions of
+# either version; a missing one is skipped.
+_PHASES = (
+    ('tff_dprec.accounting.channel', '_log_laplace_k', 'channel bounds'),
+    ('tff_dprec.accounting.channel', '_psi', 'channel bounds'),
+    ('tff_dprec.accounting.channel', '_reverse', 'channel bounds'),
+    ('tff_dprec.accounting.channel', '_substitution_rdp', 'channel bounds'),
+    ('tff_dprec.accounting.channel', '_message_rdp', 'channel bounds'),
+    ('tff_dprec.accounting.rdp_bounds', 'zhu_wang_upper_bound',
+     'subsampling, RDP to epsilon'),
+    ('dp_accounting.rdp.rdp_privacy_accountant', 'compute_epsilon',
+     'subsampling, RDP to epsilon'),
+    ('tff_dprec.accounting.profile', 'from_rdp', 'profiles'),
+    ('tff_dprec.accounting.profile', 'triangle', 'profiles'),
+    ('tff_dprec.accounting.profile', 'minimum', 'profiles'),
+    ('tff_dprec.accounting.profile', 'subsampled', 'profiles'),
+    ('tff_dprec.accounting.profile', 'convex_upper', 'convex hull'),
+    ('tff_dprec.accounting.loss_pmf', 'connect_dots', 'PLD construction'),
+    ('dp_accounting.pld.pld_pmf',
+     'create_pmf_pessimistic_connect_dots_fixed_gap', 'PLD construction'),
+    ('tff_dprec.accounting.loss_pmf', 'SelfComposer.__init__',
+     'composition (FFT)'),
+    ('tff_dprec.accounting.loss_pmf', 'SelfComposer.compose',
+     'composition (FFT)'),
+    ('tff_dprec.accounting.loss_pmf', 'LossPmf.compose', 'composition (FFT)'),
+    ('dp_accounting.pld.privacy_loss_distribution',
+     'PrivacyLossDistribution.self_compose', 'composition (FFT)'),
+    ('dp_accounting.pld.privacy_loss_distribution',
+     'PrivacyLossDistribution.compose', 'composition (FFT)'),
+    ('tff_dprec.accounting.loss_pmf', 'LossPmf.epsilon_for_delta',
+     'epsilon from the PLD'),
+    ('dp_accounting.pld.privacy_loss_distribution',
+     'PrivacyLossDistribution.get_epsilon_for_delta', 'epsilon from the PLD'),
+)
+PHASE_ORDER = ('channel bounds', 'subsampling, RDP to epsilon', 'profiles',
+               'convex hull', 'PLD construction', 'composition (FFT)',
+               'epsilon from the PLD', 'search and the rest')
+CALIBRATIONS = {
+    'main job': dict(population=342477, clients_per_round=40, rounds=50,
+                     target_epsilon=1.0, bits=5, num_groups=1),
+    'Fashion-MNIST': dict(population=100, clients_per_round=10, rounds=1000,
+                          target_epsilon=3.0, bits=3, num_groups=10),
+}
+PLAN_ARGS = ('--population=342477', '--clients_per_round=40', '--rounds=50',
+             '--target_epsilon=1', '--dimension=50050', '--json')
+# A Fashion-MNIST run's epsilon per round: its calibrated c, bits, groups.
+ROUNDS_RUN = dict(clip_ratio=0.381057, bits=3, num_groups=10, population=100,
+                  clients_per_round=10)
+ROUNDS = 1000
+
+
+class _PhaseTimer:
+  """Exclusive wall time per phase of the patched functions."""
+
+  def __init__(self):
+    self.seconds = {}
+    self._stack = []  # [phase, start, time in nested patched calls]
+    self._installed = []  # (owner, name, original)
+
+  def wrap(self, fn, phase):
+    def timed(*args, **kwargs):
+      self._stack.append([phase, time.perf_counter(), 0.0])
+      try:
+        return fn(*args, **kwargs)
+      finally:
+        name, start, nested = self._stack.pop()
+        spent = time.perf_counter() - start
+        self.seconds[name] = self.seconds.get(name, 0.0) + spent - nested
+        if self._stack:
+          self._stack[-1][2] += spent
+    timed.__wrapped__ = fn
+    return timed
+
+  def install(self):
+    """Wraps every function of `_PHASES` this version has."""
+    import importlib  # pylint: disable=g-import-not-at-top
+    for module_name, attribute, phase in _PHASES:
+      try:
+        owner = importlib.import_module(module_name)
+      except ImportError:
+        continue
+      *path, name = attribute.split('.')
+      for part in path:
+        owner = getattr(owner, part, None)
+      if owner is not None and hasattr(owner, name):
+        original = getattr(owner, name)
+        self._installed.append((owner, name, original))
+        setattr(owner, name, self.wrap(original, phase))
+
+  def uninstall(self):
+    while self._installed:
+      owner, name, original = self._installed.pop()
+      setattr(owner, name, original)
+
+
+def child_calibration(name: str) -> dict:
+  """One cold calibration, by phase (run in a fresh process)."""
+  timer = _PhaseTimer()
+  timer.install()
+  from tff_dprec import accounting  # pylint: disable=g-import-not-at-top
+  from tff_dprec.accounting import dp_rec_accountant  # pylint: disable=g-import-not-at-top
+  evaluations = []
+  epsilon = dp_rec_accountant.dp_rec_epsilon
+
+  def counted(**kwargs):
+    evaluations.append(kwargs.get('accounting', 'pld'))
+    return epsilon(**kwargs)
+
+  dp_rec_accountant.dp_rec_epsilon = counted
+  setting = dict(CALIBRATIONS[name])
+  start = time.perf_counter()
+  c = accounting.calibrate_clip_ratio(
+      delta=accounting.default_delta(setting['population']), **setting)
+  total = time.perf_counter() - start
+  phases = dict(timer.seconds)
+  phases['search and the rest'] = total - sum(phases.values())
+  return dict(total=total, phases=phases, clip_ratio=c,
+              evaluations=len(evaluations),
+              pld_evaluations=evaluations.count('pld'))
+
+
+def child_rounds(sample: int) -> dict:
+  """A run's epsilon after each round (or every `sample`-th round)."""
+  from tff_dprec import accounting  # pylint: disable=g-import-not-at-top
+  kwargs = dict(ROUNDS_RUN, delta=accounting.default_delta(
+      ROUNDS_RUN['population']))
+  rounds = range(1, ROUNDS + 1, sample)
+  start = time.perf_counter()
+  if hasattr(accounting, 'DpRecEpsilonCurve'):
+    curve = accounting.DpRecEpsilonCurve(**kwargs)
+    values = [curve.epsilon(r) for r in rounds]
+  else:
+    values = [accounting.dp_rec_epsilon(rounds=r, **kwargs) for r in rounds]
+  total = time.perf_counter() - start
+  return dict(rounds=len(values), per_round=total / len(values),
+              last=values[-1])
+
+
+def child_planner_lines() -> dict:
+  """The main job's planner lines after the run's calibrations, cold."""
+  import tempfile  # pylint: disable=g-import-not-at-top
+  os.environ['TFF_DPREC_CALIBRATION_CACHE'] = tempfile.mkdtemp()
+  from experiments.infra import worker_reaper  # pylint: disable=g-import-not-at-top
+  worker_reaper.install()
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  from experiments.runner import planning  # pylint: disable=g-import-not-at-top
+  from experiments.runner import registry  # pylint: disable=g-import-not-at-top
+  from tff_dprec import plan as plan_lib  # pylint: disable=g-import-not-at-top
+  n, dimension = 342477, 50050
+  fed = dict(population=n, clients_per_round=40, rounds=50,
+             target_epsilon=1.0, delta=n**-1.1)
+  built = {name: registry.build(
+      name, value_type=tff.TensorType(np.float32, [dimension]), bits=None,
+      grouping='network', noise_stddev=0.006, l2_clip=0.2,
+      record_messages=False, accounting='pld', **fed)
+           for name in ('dp_rec', 'dp_fedavg', 'ddgauss16')}
+  start = time.perf_counter()
+  # As `planning.plan_for_run` (the state of server SGD with momentum).
+  plan_lib.plan(dimension=dimension, bits=None,
+                num_groups=built['dp_rec'].params['num_groups'],
+                full_bits=2 * 32 * dimension, ddgauss_l2_clip=0.2,
+                calibrations=planning.CachedCalibrations, **fed)
+  seconds = time.perf_counter() - start
+  worker_reaper.reap()
+  return dict(seconds=seconds)
+
+
+def _run_child(root, *args):
+  """JSON of this module's child mode in a fresh process on `root`."""
+  env = dict(os.environ, PYTHONPATH=root, TFF_DPREC_CALIBRATION_CACHE='off')
+  out = subprocess.run([sys.executable, os.path.abspath(__file__), *args],
+                       cwd=root, env=env, check=True, capture_output=True,
+                       text=True)
+  return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _plan_seconds(root):
+  env = dict(os.environ, PYTHONPATH=root, TFF_DPREC_CALIBRATION_CACHE='off')
+  start = time.perf_counter()
+  subprocess.run([sys.executable, '-m', 'tff_dprec.plan', *PLAN_ARGS],
+                 cwd=root, env=env, check=True, capture_output=True)
+  return time.perf_counter() - start
+
+
+def measure(root, rounds_sample):
+  """Every measurement on the code at `root`."""
+  out = {name: _run_child(root, '--child=calibration', f'--name={name}')
+         for name in CALIBRATIONS}
+  out['plan'] = _plan_seconds(root)
+  out['planner_lines'] = _run_child(root, '--child=planner_lines')['seconds']
+  out['rounds'] = _run_child(root, '--child=rounds',
+                             f'--sample={rounds_sample}')
+  return out
+
+
+def report(new, old=None):
+  """The measurements as lines of text (`old`: the baseline's, or None)."""
+  lines = []
+
+  def row(label, value, before=None, unit='s'):
+    text = f'{label:<34} {value:>9.3f} {unit}'
+    if before is not None:
+      text += (f'   baseline {before:>9.3f} {unit}   speed-up '
+               f'{before / value:>6.1f}x')
+    lines.append(text)
+
+  for name in CALIBRATIONS:
+    got, was = new[name], (old or {}).get(name)
+    lines.append(f'Cold calibration at the {name} setting: c = '
+                 f'{got["clip_ratio"]!r}, {got["evaluations"]} epsilons '
+                 f'({got["pld_evaluations"]} with the PLD)' + (
+                     '' if was is None else
+                     f'; baseline c = {was["clip_ratio"]!r}, '
+                     f'{was["evaluations"]} epsilons'))
+    for phase in PHASE_ORDER:
+      value = got['phases'].get(phase, 0.0)
+      share = f'({100 * value / got["total"]:4.1f}%)'
+      before = None if was is None else was['phases'].get(phase, 0.0)
+      text = f'  {phase:<30} {value:>7.3f} s {share}'
+      if before is not None:
+        share = 100 * before / was['total']
+        text += f'   baseline {before:>7.3f} s ({share:4.1f}%)'
+      lines.append(text)
+    row('  total', got['total'], None if was is None else was['total'])
+  row('Planner, cold start (main job)', new['plan'],
+      None if old is None else old['plan'])
+  row("Main job's planner lines, cold", new['planner_lines'],
+      None if old is None else old['planner_lines'])
+  row(f'Epsilon per round, {ROUNDS}-round run', new['rounds']['per_round'] *
+      1e3, None if old is None else old['rounds']['per_round'] * 1e3, 'ms')
+  return lines
+
+
+def main(baseline_root=None, rounds_sample: int = 50) -> None:
+  """`experiments.bench accounting`: this checkout's figures, and those of
+  the checkout at `baseline_root` beside them (its per-round cost from
+  every `rounds_sample`-th round)."""
+  root = os.path.dirname(os.path.dirname(os.path.dirname(
+      os.path.abspath(__file__))))
+  new = measure(root, 1)
+  old = None
+  if baseline_root:
+    old = measure(os.path.abspath(baseline_root), rounds_sample)
+  print('\n'.join(report(new, old)))
+
+
+def _child_main(argv):
+  options = dict(a.lstrip('-').split('=', 1) for a in argv)
+  if options['child'] == 'calibration':
+    result = child_calibration(options['name'])
+  elif options['child'] == 'planner_lines':
+    result = child_planner_lines()
+  else:
+    result = child_rounds(int(options['sample']))
+  print(json.dumps(result))
+
+
+if __name__ == '__main__':
+  # Run as a script: its folder is not a package root (the code measured
+  # comes from PYTHONPATH).
+  if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(
+      os.path.abspath(__file__)):
+    sys.path.pop(0)
+  _child_main(sys.argv[1:])

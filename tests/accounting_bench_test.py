@@ -1,0 +1,65 @@
+"""Tests for experiments.studies.accounting_bench: phases and the report.
+
+No timings are asserted (the benchmark prints them); a fake clock checks
+how time is split between nested phases.
+"""
+
+from unittest import mock
+
+from absl.testing import absltest
+
+from experiments.studies import accounting_bench
+
+
+class PhaseTimerTest(absltest.TestCase):
+
+  def test_nested_phases_get_their_own_time(self):
+    ticks = iter([0.0, 1.0, 4.0, 10.0])  # outer in, inner in/out, outer out
+    timer = accounting_bench._PhaseTimer()  # pylint: disable=protected-access
+    inner = timer.wrap(lambda: 'inner', 'b')
+    outer = timer.wrap(lambda: inner(), 'a')  # pylint: disable=unnecessary-lambda
+    with mock.patch.object(accounting_bench.time, 'perf_counter',
+                           lambda: next(ticks)):
+      outer()
+    self.assertEqual(timer.seconds, {'a': 7.0, 'b': 3.0})
+
+  def test_installs_on_the_accounting_functions(self):
+    from tff_dprec.accounting import profile  # pylint: disable=g-import-not-at-top
+    original = profile.convex_upper
+    timer = accounting_bench._PhaseTimer()  # pylint: disable=protected-access
+    try:
+      timer.install()
+      self.assertIs(profile.convex_upper.__wrapped__, original)
+    finally:
+      timer.uninstall()
+    self.assertIs(profile.convex_upper, original)
+
+
+class ReportTest(absltest.TestCase):
+
+  def _measured(self, scale):
+    calibration = dict(
+        total=8.0 * scale, clip_ratio=1.7, evaluations=10,
+        pld_evaluations=5,
+        phases={p: scale for p in accounting_bench.PHASE_ORDER})
+    return {**{name: calibration for name in accounting_bench.CALIBRATIONS},
+            'plan': 10.0 * scale, 'planner_lines': 5.0 * scale,
+            'rounds': dict(rounds=1000, per_round=0.01 * scale, last=3.0)}
+
+  def test_every_phase_and_the_speed_ups(self):
+    lines = accounting_bench.report(self._measured(1.0),
+                                    self._measured(4.0))
+    text = '\n'.join(lines)
+    for phase in accounting_bench.PHASE_ORDER:
+      self.assertIn(phase, text)
+    self.assertEqual(text.count('speed-up    4.0x'), 5)  # 2 totals + 3.
+    self.assertIn('Epsilon per round, 1000-round run', text)
+
+  def test_without_a_baseline(self):
+    text = '\n'.join(accounting_bench.report(self._measured(1.0)))
+    self.assertNotIn('baseline', text)
+    self.assertIn("Main job's planner lines", text)
+
+
+if __name__ == '__main__':
+  absltest.main()
