@@ -118,6 +118,10 @@ class LossPmfTest(parameterized.TestCase):
     self.assertBetween(eps, 0.0, 0.1)
     self.assertAlmostEqual(float(pmf.delta_for_epsilon(eps)[0]), 0.105,
                            places=12)
+    # At or above every finite loss, and at +infinity: the mass at
+    # +infinity (not exp(eps) * 0).
+    np.testing.assert_array_equal(
+        pmf.delta_for_epsilon([0.1, 800.0, math.inf]), [0.1, 0.1, 0.1])
 
   def test_pair_takes_the_larger_direction(self):
     lo, hi, remove, add = _profile(1.0, 0.02, 1e-3)

@@ -1,4 +1,5 @@
-"""A calibration search whose answer does not depend on its path.
+"""A calibration search whose answer, for a monotone epsilon, does not depend
+on its path.
 
 `largest_meeting` returns, for an epsilon increasing in x, a point of the
 lattice x_k = (1 + tol)^k one step below the largest lattice point that
@@ -13,6 +14,8 @@ so it is never above any value within tol below the boundary (which any
 search stopping within tol of it returns), and the answer is a function of
 epsilon alone: a starting guess (`guess`, or what `Guesses` remembers of
 earlier calibrations) changes the number of evaluations, not the answer.
+Were epsilon not monotone (numerics), the answer could depend on the path,
+but it is still evaluated and still meets the target.
 
 Steps: secant steps on log epsilon against log x from the guess (the
 first with an assumed slope), each landing on a lattice point inside the

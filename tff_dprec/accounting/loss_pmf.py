@@ -15,8 +15,9 @@ accounting:
   Kamath, Kumar, Manurangsi 2022, Algorithm 1, fixed gap), from an array.
 * `LossPmf.self_compose`: the count-fold convolution by an FFT raised to
   the count, on the window that the Chernoff bound of dp_accounting's
-  `self_convolve` leaves (mass outside it, at most 1e-15, goes to
-  +infinity). `SelfComposer` keeps the transform for many counts (a run's
+  `self_convolve` leaves (the circular transform folds the mass outside
+  it, at most 1e-15, into the window, and that bound is added to the mass
+  at +infinity, as dp_accounting does). `SelfComposer` keeps the transform for many counts (a run's
   epsilon after every round).
 * `LossPmf.epsilon_for_delta`: the smallest epsilon whose hockey-stick
   divergence is at most delta, read off as dp_accounting's
@@ -145,7 +146,9 @@ class LossPmf:
     return _epsilon(float(upper), float(lower), delta)
 
   def delta_for_epsilon(self, epsilons) -> np.ndarray:
-    """The hockey-stick divergence at each epsilon (array in, array out)."""
+    """The hockey-stick divergence at each epsilon (array in, array out);
+    at an epsilon above every finite loss (+infinity included), the mass at
+    +infinity."""
     eps = np.atleast_1d(np.asarray(epsilons, dtype=np.float64))
     losses = self.losses()
     # Sums over losses above eps: suffix sums, as a function of eps.
@@ -153,7 +156,12 @@ class LossPmf:
     above_q = np.concatenate([
         np.cumsum((self.probs * np.exp(-losses))[::-1])[::-1], [0.0]])
     first = np.searchsorted(losses, eps, side='right')
-    out = self.infinity_mass + above_p[first] - np.exp(eps) * above_q[first]
+    # Beyond the last finite loss both sums are 0: no exp(eps) * 0 (NaN at
+    # eps = +infinity, or above exp's range).
+    beyond = first >= losses.size
+    with np.errstate(over='ignore', invalid='ignore'):
+      out = self.infinity_mass + above_p[first] - np.exp(eps) * above_q[first]
+    out = np.where(beyond, self.infinity_mass, out)
     return np.maximum(out, self.infinity_mass)
 
 

@@ -314,7 +314,10 @@ def _lower_hull(g: np.ndarray, v: np.ndarray) -> np.ndarray:
   profiles, which are nearly convex). The monotone chain (Andrew 1979)
   then runs over the survivors, with the test it would run over all the
   points (a point b between a and i is dropped when it is on or above
-  the chord from a to i), so the vertices are the chain's.
+  the chord from a to i). No vertex of the hull is ever dropped, so the
+  hull is the chain's; among points collinear within rounding the vertex
+  set may differ from the chain's over all points, the hull's values by
+  float64 round-off, which the callers' relative raise (1e-12) covers.
   """
   index = np.arange(g.size)
   for _ in range(_HULL_PASSES):
