@@ -22,7 +22,9 @@ candidate has exactly the law of
   s (xi_{k*} u + g - <g, u> u),   g ~ N(0, I_d) independent of the rest,
 
 with k* drawn by Gumbel-max on (|v| / s) xi_k in float64, as the codec draws
-it. At v = 0 the index is uniform and the law is that of s g. This costs
+it. The selection (|v|, the xi's, the Gumbel noise) is computed in float64;
+g and the vector arithmetic in float32, the precision of the codec's
+candidates and of its decoded update. At v = 0 the index is uniform and the law is that of s g. This costs
 K + d normals per group instead of the codec's K * d. Groups are drawn
 independently given the clipped update, as the codec's are (their candidates
 come from disjoint Philox streams). docs/PRIVACY.md, section 10, gives the
@@ -73,17 +75,19 @@ def sample_group(value: tf.Tensor, *, prior_stddev: float, bits: int,
   if value.shape.rank != 1 or value.shape[0] is None:
     raise ValueError(
         f'value must be a vector of static length, found shape {value.shape}.')
-  v = tf.cast(value, tf.float64)
-  norm = tf.norm(v)
-  xi = _normal([2**bits], _fold(seed, _XI))
+  norm = tf.norm(tf.cast(value, tf.float64))
+  xi = _normal([2**bits], tf.float64, _fold(seed, _XI))
   log_weights = norm / prior_stddev * xi
   index = tf.argmax(log_weights + rec.gumbel_noise(
       tf.shape(log_weights), _fold(seed, _GUMBEL)))
-  u = tf.math.divide_no_nan(v, norm)
-  g = _normal(tf.shape(v), _fold(seed, _ORTHOGONAL))
-  orthogonal = g - tf.tensordot(g, u, 1) * u
-  return tf.cast(prior_stddev * (tf.gather(xi, index) * u + orthogonal),
-                 tf.float32)
+  # s (xi_k* u + g - <g, u> u) = s g + s (xi_k* - <g, u>) u, with u = v / |v|
+  # (u = 0 at v = 0): one scalar coefficient, then one pass over d.
+  inverse_norm = tf.cast(tf.math.divide_no_nan(
+      tf.constant(1.0, tf.float64), norm), tf.float32)
+  g = _normal(tf.shape(value), tf.float32, _fold(seed, _ORTHOGONAL))
+  along_u = (tf.cast(tf.gather(xi, index), tf.float32)
+             - tf.tensordot(g, value, 1) * inverse_norm)
+  return prior_stddev * g + (prior_stddev * along_u * inverse_norm) * value
 
 
 def sample_update(value, layout: message.MessageLayout, *,
@@ -137,9 +141,9 @@ def _fold(seed, tag):
       tf.convert_to_tensor(seed, tf.int64), tag, alg='philox'), tf.int64)
 
 
-def _normal(shape, seed):
-  """float64 standard normals: fresh OS entropy, or from a test seed."""
+def _normal(shape, dtype, seed):
+  """Standard normals: fresh OS entropy, or from a test seed."""
   if seed is None:
-    return rec.fresh_normal(shape, tf.float64)
-  return tf.random.stateless_normal(shape, seed=seed, dtype=tf.float64,
+    return rec.fresh_normal(shape, dtype)
+  return tf.random.stateless_normal(shape, seed=seed, dtype=dtype,
                                     alg='philox')
