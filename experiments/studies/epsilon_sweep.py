@@ -307,11 +307,7 @@ def run_sweep(base, epsilons, grids, *, tune_seeds: int, controls: bool,
                                embedded_config=base.embedded_config,
                                population=base.population)
   points, context, label = [], {}, 'metric'
-
-  def warnings_only(line='', *_):
-    if 'WARNING' in str(line):
-      print_fn(line)
-
+  warnings_only = tuning.warnings_only(print_fn)
   for eps in epsilons:
     for name in base.aggregators:
       eps_dir = os.path.join(base.output_dir, epsilon_dir(eps))
