@@ -1,5 +1,6 @@
 """Tests of experiments.runner.checkpoints: the exact encoding, and a
-finished run's record reused across machines' last bits only."""
+finished run's record reused across calibrations of the same target
+only (`calibration_cache.CALIBRATION_RTOL`)."""
 
 import json
 
@@ -31,7 +32,8 @@ class CheckpointEncodingTest(tf.test.TestCase):
 
 
 class RecordReuseTest(parameterized.TestCase):
-  """A finished run's record is reused across machines' last bits only."""
+  """A finished run's record is reused across calibrations of the same
+  target only."""
 
   _C = 0.5496089266880293  # DP-REC's calibrated c of the Fashion-MNIST rows.
 
@@ -56,11 +58,19 @@ class RecordReuseTest(parameterized.TestCase):
                                  self._config(clip_ratio=other))
     self.assertEqual(record['record']['params']['clip_ratio'], self._C)
     self.assertLen(printed, 1)
-    self.assertIn('to a relative 1e-09', printed[0])
+    self.assertIn('to a relative 1e-05', printed[0])
     self.assertIn(repr(other), printed[0])
 
+  def test_another_accountant_release_reuses_the_record(self):
+    # 1.5e-6 apart, relative: the accountant's search changed (issue 56).
+    other = self._C * (1 - 1.5e-6)
+    record, printed = self._read(self._config(),
+                                 self._config(clip_ratio=other))
+    self.assertEqual(record['record']['params']['clip_ratio'], self._C)
+    self.assertLen(printed, 1)
+
   @parameterized.named_parameters(
-      ('param_off_by_1e-7', dict(params=dict(clip_ratio=_C * (1 + 1e-7),
+      ('param_off_by_1e-4', dict(params=dict(clip_ratio=_C * (1 + 1e-4),
                                              bits=4))),
       ('other_bits', dict(params=dict(clip_ratio=_C, bits=5))),
       ('bits_as_float', dict(params=dict(clip_ratio=_C, bits=4.0))),

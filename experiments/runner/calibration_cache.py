@@ -15,7 +15,8 @@ returns was checked against the target by the current accountant.
 break-even) the same way, checked by the caller's test.
 
 A resumed run pins the values it started with (`pinned`): another machine's
-calibration can differ from them in the last bits (FFTs round differently),
+calibration can differ from them in the last bits (FFTs round differently)
+or, after the accountant's search changed, by a little more,
 and the run continues at its own values, each checked against the target by
 the current accountant as a cached value is.
 
@@ -35,27 +36,30 @@ from typing import Any, Callable, Iterable
 
 ENV = 'TFF_DPREC_CALIBRATION_CACHE'
 _DEFAULT = os.path.join('~', '.cache', 'tff_dprec', 'calibrations')
-# How closely two calibrations of the same thing agree when they differ only
-# in the last bits of another machine's arithmetic: far above such
-# differences (seen: up to 24 ulp), far below any setting a user would call
-# different.
-LAST_BITS_RTOL = 1e-9
+# How closely two certified calibrations of the same target agree: another
+# machine's FFTs round differently (seen: up to 24 ulp), and another release
+# of the accountant may stop its search at another point of the same
+# certified bound (seen: c 1.5e-6 and z 1e-6 apart, relative, when the
+# accountant's search changed). Far below any setting a user would call
+# different. Privacy is not relaxed by it: a pinned value is used only when
+# this process's accountant puts it within the target (`_pin`).
+CALIBRATION_RTOL = 1e-5
 _PINS = []
 # (key, value as JSON) of the cached values this process has checked.
 _CHECKED = set()
 
 
-def same_but_last_bits(a, b) -> bool:
-  """Equal, or floats within `LAST_BITS_RTOL` of each other."""
+def same_calibration(a, b) -> bool:
+  """Equal, or floats within `CALIBRATION_RTOL` of each other."""
   if isinstance(a, float) and isinstance(b, float):
-    return math.isclose(a, b, rel_tol=LAST_BITS_RTOL, abs_tol=0.0)
+    return math.isclose(a, b, rel_tol=CALIBRATION_RTOL, abs_tol=0.0)
   return type(a) is type(b) and a == b
 
 
 @contextlib.contextmanager
 def pinned(values: Iterable[float]):
   """Within: a calibration returns a value of `values` in place of its own
-  result when the two agree to `LAST_BITS_RTOL` and the pinned value meets
+  result when the two agree to `CALIBRATION_RTOL` and the pinned value meets
   the target under the current accountant."""
   _PINS.append(tuple(v for v in values if isinstance(v, float)))
   try:
@@ -66,7 +70,7 @@ def pinned(values: Iterable[float]):
 
 def _pin(value, epsilon_fn, target_epsilon):
   for pin in (_PINS[-1] if _PINS else ()):
-    if pin != value and same_but_last_bits(pin, value) and (
+    if pin != value and same_calibration(pin, value) and (
         epsilon_fn(pin) <= target_epsilon):
       return pin
   return value

@@ -143,7 +143,7 @@ RECORD_FILE = 'record.json'
 # How closely a finished run's parameters must agree with a run's for its
 # record to be reused (`RunCheckpointer.read_record`) or for a started run
 # to continue at its own (`experiments.runner.run_params`).
-PARAMS_RTOL = calibration_cache.LAST_BITS_RTOL
+PARAMS_RTOL = calibration_cache.CALIBRATION_RTOL
 
 
 def _fingerprint(config: dict) -> str:
@@ -151,7 +151,7 @@ def _fingerprint(config: dict) -> str:
       json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()
 
 
-_close = calibration_cache.same_but_last_bits
+_close = calibration_cache.same_calibration
 
 
 class RunCheckpointer:
@@ -273,20 +273,22 @@ class RunCheckpointer:
       saved = json.load(f)
     if saved.get('fingerprint') == self._fingerprint:
       return saved
-    if self._same_but_last_bits(saved):
+    if self._same_calibration(saved):
       self._print(f'note: {self._record_path} was trained with parameters '
                   f'{saved["record"]["params"]}, equal to this run\'s '
                   f'{self._config["params"]} to a relative '
-                  f'{PARAMS_RTOL:g} (another machine\'s last bits of a '
+                  f'{PARAMS_RTOL:g} (another machine\'s or accountant\'s '
                   'calibration); reusing it.')
       return saved
     return None
 
-  def _same_but_last_bits(self, saved: dict) -> bool:
-    """Whether `saved` is this run's but for its params' last bits.
+  def _same_calibration(self, saved: dict) -> bool:
+    """Whether `saved` is this run's but for its params' calibration.
 
     Calibrated parameters (a noise multiplier, DP-REC's c) can differ in
-    their last bits between machines, whose FFTs round differently, and a
+    their last bits between machines, whose FFTs round differently, or a
+    little more between releases of the accountant (`calibration_cache.
+    CALIBRATION_RTOL`), and a
     finished run at the other machine's value is the same experiment. The
     record must match once its own params replace this run's, and every
     param must agree to a relative `PARAMS_RTOL`.

@@ -1,7 +1,8 @@
 """A started run continues at the parameters it started with.
 
 Calibrated parameters (DP-REC's c, a noise multiplier) can differ in their
-last bits between machines, whose FFTs round differently. A run's
+last bits between machines, whose FFTs round differently, and by a little
+more between releases of the accountant. A run's
 checkpoints and privacy ledger are tied to a fingerprint of its whole
 configuration, calibrated parameters included, so a run interrupted on one
 machine would be refused on another. Each run therefore keeps its
@@ -10,7 +11,7 @@ whole or not at all). On resume:
 
 * the same configuration: nothing to do;
 * the same but for parameters that agree to a relative
-  `calibration_cache.LAST_BITS_RTOL`: the run is re-calibrated with its own
+  `calibration_cache.CALIBRATION_RTOL`: the run is re-calibrated with its own
   values pinned (`calibration_cache.pinned`; each is checked against the
   target by this machine's accountant, so the privacy spent is this
   machine's honest account of the run's own parameters, and no check is
@@ -37,7 +38,7 @@ RUN_CONFIG_FILE = 'run_config.json'
 
 
 class CalibrationDriftError(checkpoints.CheckpointConfigMismatchError):
-  """A started run's calibrated parameters differ beyond the last bits."""
+  """A started run's calibrated parameters differ beyond `CALIBRATION_RTOL`."""
 
 
 def normalized(config: dict) -> dict:
@@ -83,11 +84,12 @@ def started(run_dir: str) -> bool:
 
 def params_to_pin(run_dir: str, config: dict) -> Optional[dict]:
   """The started run's own params where they differ from `config`'s only
-  in the last bits; None where there is nothing to pin.
+  by at most `calibration_cache.CALIBRATION_RTOL`; None where there is
+  nothing to pin.
 
   Raises:
     CalibrationDriftError: If the run in `run_dir` has started with
-      parameters that differ from `config`'s beyond the last bits, and
+      parameters that differ from `config`'s beyond that, and
       nothing else differs.
   """
   saved, mine = stored(run_dir), normalized(config)
@@ -98,13 +100,13 @@ def params_to_pin(run_dir: str, config: dict) -> Optional[dict]:
       old.keys() != new.keys() or dict(saved, params=new) != mine):
     return None  # Another configuration: the ledger refuses it.
   far = [k for k in new
-         if not calibration_cache.same_but_last_bits(old[k], new[k])]
+         if not calibration_cache.same_calibration(old[k], new[k])]
   if far:
     raise CalibrationDriftError(
         f'{run_dir} started with ' + ', '.join(
             f'{k}={old[k]!r}' for k in far) + '; this machine calibrates ' +
         ', '.join(f'{k}={new[k]!r}' for k in far) + ' (more than a '
-        f'relative {calibration_cache.LAST_BITS_RTOL:g} apart): resume '
+        f'relative {calibration_cache.CALIBRATION_RTOL:g} apart): resume '
         'where it started, pass --noresume to start over (its ledger is '
         'kept), or use another --output_dir.')
   return old

@@ -149,8 +149,8 @@ def _train_all(task, config, calibrated, runs, task_dir, pool, print_fn):
 
 def _built_for_seed(task, config, built, task_dir, pool, print_fn):
   """`built`, or a build at the seed's own parameters where its run started
-  at values that differ from this machine's calibration in the last bits
-  (`run_params`; which raises CalibrationDriftError if they differ more).
+  at values that differ from this machine's calibration by at most
+  `calibration_cache.CALIBRATION_RTOL` (`run_params`; which raises CalibrationDriftError if they differ more).
   """
   aggregator = built.aggregator
   agg_dir = os.path.join(task_dir, aggregator.name, f'seed{config.seed}')
@@ -164,11 +164,11 @@ def _built_for_seed(task, config, built, task_dir, pool, print_fn):
   if run_params.normalized(run_params.fingerprint_config(
       task, config, own, built.server_lr, built.use_history)) != (
           run_params.stored(agg_dir)):
-    return built  # Not only the last bits: the ledger refuses it.
+    return built  # Not only the calibration: the ledger refuses it.
   print_fn(f'[{task.name}/{aggregator.name}] seed {config.seed} continues at the '
            f'parameters it started with ({own.params}), equal to this '
            'machine\'s calibration to a relative '
-           f'{calibration_cache.LAST_BITS_RTOL:g}.')
+           f'{calibration_cache.CALIBRATION_RTOL:g}.')
   with phases.timed('calibrate and build'):
     return seed_run.build_aggregator(task, config, own, pool, print_fn)
 
