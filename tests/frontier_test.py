@@ -489,6 +489,7 @@ class ReportTest(tf.test.TestCase):
                   '0.20 in law, 0.50 with the codec.', lines)
     # The real codec's point at 640, the in-law point at 2560.
     self.assertIn('first at B = 2,560 (+1.00 ± 1.41 points)', lines[-1])
+    self.assertIn('Measured: dp_rec (in law at B = 2,560) comes', lines[-1])
     self.assertIn('B ≈ 2,100', lines[-1])
     table = frontier_report.markdown(rows, {}, 'metric')
     self.assertIn("noise_stddev=0.1 (dp_rec's: a cross-check)", table)

@@ -246,12 +246,15 @@ def _measured_break_even(ours, ref, name, label) -> str:
              math.hypot(r['se'] or 0.0, ref['se'] or 0.0)) for r in ours]
   found = break_even(points)
   last = ours[-1]
+  simulated = [f"{r['clients_per_round']:,}" for r in ours if _in_law(r)]
+  who = 'dp_rec' + (f" (in law at B = {', '.join(simulated)})"
+                    if simulated else '')
   if found['first'] is None:
-    return (f"Measured: dp_rec stays below {name} up to B = "
+    return (f"Measured: {who} stays below {name} up to B = "
             f"{last['clients_per_round']}, by {_gap(last, ref)} points"
             ' (more than one SE).')
   row = next(r for r in ours if r['clients_per_round'] == found['first'])
-  text = (f"Measured: dp_rec comes within one SE of {name}, or above it, "
+  text = (f"Measured: {who} comes within one SE of {name}, or above it, "
           f"first at B = {found['first']:,} ({_gap(row, ref)} points).")
   if found['estimate'] is None:
     return text + (f' Its {label} stays below the reference\'s up to B = '
@@ -316,7 +319,8 @@ def plot(path, rows, context, label) -> None:
       x = [r[key] for r in mine]
       y = [100 * r['mean'] for r in mine]
       se = [100 * (r['se'] or 0.0) for r in mine]
-      line, = ax.plot(x, y, marker='o', label=name, color=_COLORS.get(name))
+      legend = name + (' (simulated in law)' if _in_law(mine[0]) else '')
+      line, = ax.plot(x, y, marker='o', label=legend, color=_COLORS.get(name))
       ax.fill_between(x, [a - b for a, b in zip(y, se)],
                       [a + b for a, b in zip(y, se)],
                       color=line.get_color(), alpha=0.2)
