@@ -9,12 +9,16 @@ import tensorflow as tf
 
 from experiments.data import evaluation
 from experiments.data import tasks
+from experiments.runner import checkpoints
 from experiments.runner import config as config_lib
 from experiments.runner import finished
 from experiments.runner import registry
 from experiments.runner import report
+from experiments.runner import run_params
+from experiments.runner import run_setup
 from experiments.runner import training
 from tests import support
+from tff_dprec import accounting
 
 _TINY = support.TINY_STACKOVERFLOW
 
@@ -84,10 +88,47 @@ class MainJobPipelineTest(tf.test.TestCase):
         [(r['aggregator'], r['seed'], r['final_metric']) for r in records])
     self.assertEqual(finished.finished_records(config_lib.RunConfig(
         **{**config.asdict(), 'rounds': 4})), [])
+    self._check_recalibrated_record(config, output_dir)
     elsewhere = os.path.join(output_dir, 'never_trained')
     self.assertEqual(finished.finished_records(config_lib.RunConfig(
         **{**config.asdict(), 'output_dir': elsewhere})), [])
     self.assertFalse(os.path.exists(elsewhere))  # Nothing written.
+
+  def _check_recalibrated_record(self, config, output_dir):
+    """A record whose c differs from this calibration by less than
+    CALIBRATION_RTOL is reused when this accountant puts its c within the
+    target, and not when its c is over the target."""
+    config = config_lib.RunConfig(**{**config.asdict(),
+                                     'aggregators': ('dp_rec',), 'seed': 5,
+                                     'num_seeds': 1})
+    run_dir = os.path.join(output_dir, 'stackoverflow_lr', 'dp_rec', 'seed5')
+    path = os.path.join(run_dir, checkpoints.RECORD_FILE)
+    with open(path) as f:
+      saved = json.load(f)
+    stored = run_params.stored(run_dir)
+    self.assertEqual(checkpoints._fingerprint(stored), saved['fingerprint'])  # pylint: disable=protected-access
+    c = saved['record']['params']['clip_ratio']
+    task = run_setup.create_task(config)
+    resolved = config.resolved(task)
+    message = {k: saved['record']['params'][k]
+               for k in ('bits', 'num_groups', 'accounting')}
+    for factor, reused in ((1 - 9e-6, True), (1 + 9e-6, False)):
+      params = dict(saved['record']['params'], clip_ratio=c * factor,
+                    l2_clip=c * factor * saved['record']['params'][
+                        'noise_stddev'])
+      with open(path, 'w') as f:
+        json.dump(dict(saved, record=dict(saved['record'], params=params),
+                       fingerprint=checkpoints._fingerprint(  # pylint: disable=protected-access
+                           dict(stored, params=params))), f)
+      if not reused:  # The test's premise: this c is over the target.
+        self.assertGreater(accounting.dp_rec_epsilon(
+            clip_ratio=c * factor, population=task.population,
+            clients_per_round=resolved.clients_per_round,
+            rounds=resolved.rounds, delta=resolved.delta, **message),
+                           config.target_epsilon)
+      self.assertLen(finished.finished_records(config), int(reused))
+    with open(path, 'w') as f:
+      json.dump(saved, f)
 
   def _check_paired_seeds(self, task_dir, records, names):
     """Seeds differ; the aggregators of one seed share its initial model."""

@@ -141,8 +141,8 @@ _STATE_FILE = 'state.npz'
 # A finished run's record (`RunCheckpointer.write_record`), in its folder.
 RECORD_FILE = 'record.json'
 # How closely a finished run's parameters must agree with a run's for its
-# record to be reused (`RunCheckpointer.read_record`) or for a started run
-# to continue at its own (`experiments.runner.run_params`).
+# record to be read with them pinned (`RunCheckpointer.recalibration_params`)
+# or for a started run to continue at its own (`experiments.runner.run_params`).
 PARAMS_RTOL = calibration_cache.CALIBRATION_RTOL
 
 
@@ -267,44 +267,47 @@ class RunCheckpointer:
 
   def read_record(self) -> Optional[dict]:
     """The finished run's record file, if it is this configuration's."""
-    if not os.path.exists(self._record_path):
-      return None
-    with open(self._record_path) as f:
-      saved = json.load(f)
-    if saved.get('fingerprint') == self._fingerprint:
-      return saved
-    if self._same_calibration(saved):
-      self._print(f'note: {self._record_path} was trained with parameters '
-                  f'{saved["record"]["params"]}, equal to this run\'s '
-                  f'{self._config["params"]} to a relative '
-                  f'{PARAMS_RTOL:g} (another machine\'s or accountant\'s '
-                  'calibration); reusing it.')
+    saved = self._saved_record()
+    if saved is not None and saved.get('fingerprint') == self._fingerprint:
       return saved
     return None
 
-  def _same_calibration(self, saved: dict) -> bool:
-    """Whether `saved` is this run's but for its params' calibration.
+  def recalibration_params(self) -> Optional[dict]:
+    """The finished run's params, if only their calibration differs.
 
     Calibrated parameters (a noise multiplier, DP-REC's c) can differ in
     their last bits between machines, whose FFTs round differently, or a
-    little more between releases of the accountant (`calibration_cache.
-    CALIBRATION_RTOL`), and a
-    finished run at the other machine's value is the same experiment. The
-    record must match once its own params replace this run's, and every
-    param must agree to a relative `PARAMS_RTOL`.
+    little more between releases of the accountant. The record matches this
+    configuration once its own params replace this run's, and every param
+    agrees to a relative `PARAMS_RTOL`. The caller rebuilds the aggregator
+    with these values pinned (`calibration_cache.pinned`, which checks each
+    against the target with this accountant) and reads the record with the
+    rebuilt configuration: a value a user set, or one over the target, is
+    never pinned, so its record is never reused.
 
-    Args:
-      saved: The stored record file's contents.
+    Returns:
+      The stored record's params, or None.
     """
+    saved = self._saved_record()
+    if saved is None or saved.get('fingerprint') == self._fingerprint:
+      return None
     stored = (saved.get('record') or {}).get('params')
     mine = self._config.get('params')
     if not isinstance(stored, dict) or not isinstance(mine, dict):
-      return False
+      return None
     if stored.keys() != mine.keys() or not all(
         _close(stored[key], mine[key]) for key in mine):
-      return False
-    return saved.get('fingerprint') == _fingerprint(
-        dict(self._config, params=stored))
+      return None
+    if saved.get('fingerprint') != _fingerprint(
+        dict(self._config, params=stored)):
+      return None
+    return stored
+
+  def _saved_record(self) -> Optional[dict]:
+    if not os.path.exists(self._record_path):
+      return None
+    with open(self._record_path) as f:
+      return json.load(f)
 
   def write_record(self, record: dict, curve) -> None:
     ledger.write_json_atomically(self._record_path, dict(

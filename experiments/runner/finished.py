@@ -4,6 +4,7 @@ import dataclasses
 import os
 from typing import Optional
 
+from experiments.runner import calibration_cache
 from experiments.runner import checkpoints
 from experiments.runner import config as config_lib
 from experiments.runner import run_params
@@ -42,18 +43,39 @@ def finished_runs(config: config_lib.RunConfig, task=None) -> list:
 
 
 def finished_run(task, config, aggregator, task_dir, print_fn) -> Optional[dict]:
-  """The saved record of `config.seed`'s run of `aggregator` if it finished."""
+  """The saved record of `config.seed`'s run of `aggregator` if it finished.
+
+  A record whose params differ from `aggregator`'s only in their
+  calibration (`checkpoints.PARAMS_RTOL`) is read with the aggregator
+  rebuilt at the record's own values, pinned: each is used only if this
+  accountant puts it within the target (`calibration_cache.pinned`).
+  """
   agg_dir = os.path.join(task_dir, aggregator.name, f'seed{config.seed}')
   if not os.path.exists(os.path.join(agg_dir, checkpoints.RECORD_FILE)):
     return None
-  server_lr = config.server_lr_for(task, aggregator.private_setting)
-  checkpointer = checkpoints.RunCheckpointer(
-      agg_dir, run_params.fingerprint_config(
-          task, config, aggregator, server_lr,
-          config.uses_history(aggregator.name)),
-      print_fn=print_fn)
+  checkpointer = _checkpointer(task, config, aggregator, agg_dir, print_fn)
   done = checkpointer.read_record()
+  stored = None if done is not None else checkpointer.recalibration_params()
+  if stored is not None:
+    with calibration_cache.pinned(stored.values()):
+      own = run_setup.calibrated_aggregator(
+          task, config, aggregator.name, config.uses_history(aggregator.name))
+    done = _checkpointer(task, config, own, agg_dir, print_fn).read_record()
+    if done is not None:
+      print_fn(f'note: {agg_dir} was trained with parameters {stored}, '
+               f'equal to this run\'s {aggregator.params} to a relative '
+               f'{checkpoints.PARAMS_RTOL:g} and within the target by this '
+               'accountant; reusing it.')
   if done is not None:
     print_fn(f'[{task.name}/{aggregator.name}] already finished in {agg_dir}; '
              'reusing its record (--noresume to rerun).')
   return done
+
+
+def _checkpointer(task, config, aggregator, agg_dir, print_fn):
+  server_lr = config.server_lr_for(task, aggregator.private_setting)
+  return checkpoints.RunCheckpointer(
+      agg_dir, run_params.fingerprint_config(
+          task, config, aggregator, server_lr,
+          config.uses_history(aggregator.name)),
+      print_fn=print_fn)
