@@ -106,7 +106,12 @@ class StoredOutputsTest(tf.test.TestCase):
 
 
 class ExecutionTest(tf.test.TestCase):
-  """A fresh execution: the claims hold for this run."""
+  """A fresh execution: the claims hold for this run.
+
+  One test method, each claim a subtest: the notebook's execution (half a
+  minute) then runs once even when pytest-xdist spreads a class's tests
+  over its workers.
+  """
 
   @classmethod
   def setUpClass(cls):
@@ -123,16 +128,16 @@ class ExecutionTest(tf.test.TestCase):
     print(f'\ntutorial executed in {cls.seconds:.1f} s, '
           f'{cls.claims["cpu_seconds"]:.1f} s of CPU', file=sys.stderr)
 
-  def test_epsilon_is_at_most_the_target(self):
+  def _epsilon_is_at_most_the_target(self):
     claims = self.claims
     self.assertGreater(claims['epsilon'], 0.0)
     self.assertLessEqual(claims['epsilon'], claims['target_epsilon'])
 
-  def test_the_aggregator_uses_the_planned_clip_ratio(self):
+  def _the_aggregator_uses_the_planned_clip_ratio(self):
     self.assertAlmostEqual(self.claims['clip_ratio'],
                            self.claims['planned_clip_ratio'], places=9)
 
-  def test_upload_bits_per_round_are_clients_times_message_bits(self):
+  def _upload_bits_per_round_are_clients_times_message_bits(self):
     claims = self.claims
     self.assertEqual(claims['message_bits'],
                      64 + claims['num_groups'] * claims['bits'])
@@ -141,25 +146,37 @@ class ExecutionTest(tf.test.TestCase):
                      * claims['rounds'])
     self.assertEqual(claims['dp_rec_bits'][-1], sum(claims['upload_bits']))
 
-  def test_dp_rec_uploads_a_small_fraction_of_dp_fedavg(self):
+  def _dp_rec_uploads_a_small_fraction_of_dp_fedavg(self):
     # 40 x 74 bits a round against about 40 x 650 x 32: a factor near 280.
     claims = self.claims
     self.assertLess(claims['dp_rec_bits'][-1] * 100,
                     claims['dp_fedavg_bits'][-1])
 
-  def test_dp_rec_stays_below_dp_fedavg_at_this_size(self):
+  def _dp_rec_stays_below_dp_fedavg_at_this_size(self):
     # What the notebook says of its plot. At B = 40 DP-REC's average is about
     # ten times noisier: DP-FedAvg ends near 70%, DP-REC near 20% (10% is
     # chance); their order is practically never reversed.
     self.assertGreater(self.claims['dp_fedavg_accuracy'][-1],
                        self.claims['dp_rec_accuracy'][-1])
 
-  def test_one_accuracy_per_round_and_the_initial_model(self):
+  def _one_accuracy_per_round_and_the_initial_model(self):
     claims = self.claims
     for key in ('dp_rec_accuracy', 'dp_fedavg_accuracy'):
       self.assertLen(claims[key], claims['rounds'] + 1)
       for accuracy in claims[key]:
         self.assertBetween(accuracy, 0.0, 1.0)
+
+  def test_the_claims_hold(self):
+    for check in (
+        self._epsilon_is_at_most_the_target,
+        self._the_aggregator_uses_the_planned_clip_ratio,
+        self._upload_bits_per_round_are_clients_times_message_bits,
+        self._dp_rec_uploads_a_small_fraction_of_dp_fedavg,
+        self._dp_rec_stays_below_dp_fedavg_at_this_size,
+        self._one_accuracy_per_round_and_the_initial_model,
+    ):
+      with self.subTest(check.__name__.lstrip('_')):
+        check()
 
 
 if __name__ == '__main__':
