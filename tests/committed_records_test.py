@@ -17,12 +17,12 @@ from absl.testing import absltest
 
 from tests import support
 
-# Points whose committed records must be found: DP-FedAvg's calibrated z,
-# DP-REC's c with bits from c, and a tuned DP-REC point (read through its
-# committed tuning result).
-_POINTS = 'dp_rec: 40,2560; dp_fedavg: 40'
-_GRIDS = 'dp_rec@2560: clip=0.1,0.2,0.4'
-_ROWS = ('| dp_fedavg | 40 |', '| dp_rec | 40 |', '| dp_rec | 2560 |')
+# Points whose committed records must be found: DP-FedAvg's calibrated z and
+# DP-REC's c with bits from c (every other point's record is found the same
+# way, through its committed tuning result).
+_POINTS = 'dp_rec: 40; dp_fedavg: 40'
+_GRIDS = ''
+_ROWS = ('| dp_fedavg | 40 |', '| dp_rec | 40 |')
 
 
 def _tracked_files(folder):

@@ -10,6 +10,7 @@ import re
 import sys
 import time
 
+from absl.testing import absltest
 import nbclient
 import nbformat
 import tensorflow as tf
@@ -105,7 +106,7 @@ class StoredOutputsTest(tf.test.TestCase):
       self.assertTrue(os.path.exists(target), link)
 
 
-class ExecutionTest(tf.test.TestCase):
+class ExecutionTest(absltest.TestCase):
   """A fresh execution: the claims hold for this run.
 
   One test method, each claim a subtest: the notebook's execution (half a
