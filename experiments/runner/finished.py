@@ -4,7 +4,6 @@ import dataclasses
 import os
 from typing import Optional
 
-from experiments.runner import calibration_cache
 from experiments.runner import checkpoints
 from experiments.runner import config as config_lib
 from experiments.runner import run_params
@@ -57,9 +56,9 @@ def finished_run(task, config, aggregator, task_dir, print_fn) -> Optional[dict]
   done = checkpointer.read_record()
   stored = None if done is not None else checkpointer.recalibration_params()
   if stored is not None:
-    with calibration_cache.pinned(stored.values()):
-      own = run_setup.calibrated_aggregator(
-          task, config, aggregator.name, config.uses_history(aggregator.name))
+    own = run_setup.calibrated_aggregator_pinned(
+        task, config, aggregator.name, config.uses_history(aggregator.name),
+        stored.values())
     done = _checkpointer(task, config, own, agg_dir, print_fn).read_record()
     if done is not None:
       print_fn(f'note: {agg_dir} was trained with parameters {stored}, '

@@ -11,6 +11,7 @@ from experiments.data import evaluation
 from experiments.data import tasks as tasks_lib
 from experiments.infra import downlink as downlink_lib
 from experiments.infra import worker_reaper
+from experiments.runner import calibration_cache
 from experiments.runner import config as config_lib
 from experiments.runner import phases
 from experiments.runner import registry
@@ -53,6 +54,14 @@ def calibrate(task, config, names=None) -> dict:
   with phases.timed('calibrate and build'):
     return {name: calibrated_aggregator(task, config, name, config.uses_history(name))
             for name in names}
+
+
+def calibrated_aggregator_pinned(task, config, name, record_messages, values):
+  """`calibrated_aggregator` with a run's own calibrated `values` pinned
+  (`calibration_cache.pinned`: each used only if this accountant puts it
+  within the target)."""
+  with calibration_cache.pinned(values):
+    return calibrated_aggregator(task, config, name, record_messages)
 
 
 def calibrated_aggregator(task, config, name, record_messages):

@@ -150,7 +150,8 @@ def _train_all(task, config, calibrated, runs, task_dir, pool, print_fn):
 def _built_for_seed(task, config, built, task_dir, pool, print_fn):
   """`built`, or a build at the seed's own parameters where its run started
   at values that differ from this machine's calibration by at most
-  `calibration_cache.CALIBRATION_RTOL` (`run_params`; which raises CalibrationDriftError if they differ more).
+  `calibration_cache.CALIBRATION_RTOL` (`run_params`; which raises
+  CalibrationDriftError if they differ more).
   """
   aggregator = built.aggregator
   agg_dir = os.path.join(task_dir, aggregator.name, f'seed{config.seed}')
@@ -159,8 +160,8 @@ def _built_for_seed(task, config, built, task_dir, pool, print_fn):
           task, config, aggregator, built.server_lr, built.use_history))
   if not pins:
     return built
-  with calibration_cache.pinned(pins.values()):
-    own = run_setup.calibrated_aggregator(task, config, aggregator.name, built.use_history)
+  own = run_setup.calibrated_aggregator_pinned(
+      task, config, aggregator.name, built.use_history, pins.values())
   if run_params.normalized(run_params.fingerprint_config(
       task, config, own, built.server_lr, built.use_history)) != (
           run_params.stored(agg_dir)):
