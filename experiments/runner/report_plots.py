@@ -94,6 +94,11 @@ def _finish_panel(ax, references, x_fn, xlabel, ylabel, title, empty_text):
                label=base)
   if x_fn is _communication_gb:
     ax.set_xscale('log')
+    # Plain labels ('3', '10', '1e-05'): over about a decade matplotlib's
+    # default labels the minor ticks as '3x10^0', and they overlap.
+    from matplotlib import ticker  # pylint: disable=g-import-not-at-top
+    ax.xaxis.set_major_formatter(ticker.LogFormatter())
+    ax.xaxis.set_minor_formatter(ticker.LogFormatter(minor_thresholds=(1, 0.4)))
   ax.set_xlabel(xlabel)
   ax.set_ylabel(ylabel)
   ax.set_title(title, fontsize=10)
