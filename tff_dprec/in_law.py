@@ -25,10 +25,11 @@ with k* drawn by Gumbel-max on (|v| / s) xi_k in float64, as the codec draws
 it. The selection (|v|, the xi's, the Gumbel noise) is computed in float64;
 g and the vector arithmetic in float32, the precision of the codec's
 candidates and of its decoded update. At v = 0 the index is uniform and the
-law is that of s g. This costs K + d normals per group instead of the codec's K * d. Groups are drawn
-independently given the clipped update, as the codec's are (their candidates
-come from disjoint Philox streams). docs/PRIVACY.md, section 10, gives the
-argument in full; `tests/in_law_test.py` compares the two laws.
+law is that of s g. This costs K + d normals per group instead of the
+codec's K * d. Groups are drawn independently given the clipped update, as
+the codec's are (their candidates come from disjoint Philox streams).
+docs/PRIVACY.md, section 10, gives the argument in full;
+`tests/in_law_test.py` compares the two laws.
 
 The equality is with the idealised codec, whose candidates are i.i.d.
 normals: the model that the accountant (and every proof in docs/PRIVACY.md)

@@ -166,8 +166,8 @@ def _built_for_seed(task, config, built, task_dir, pool, print_fn):
       task, config, own, built.server_lr, built.use_history)) != (
           run_params.stored(agg_dir)):
     return built  # Not only the calibration: the ledger refuses it.
-  print_fn(f'[{task.name}/{aggregator.name}] seed {config.seed} continues at the '
-           f'parameters it started with ({own.params}), equal to this '
+  print_fn(f'[{task.name}/{aggregator.name}] seed {config.seed} continues '
+           f'at the parameters it started with ({own.params}), equal to this '
            'machine\'s calibration to a relative '
            f'{calibration_cache.CALIBRATION_RTOL:g}.')
   with phases.timed('calibrate and build'):
