@@ -345,6 +345,22 @@ class ReportTest(tf.test.TestCase):
       self.assertLen(list(csv.DictReader(f)), 4)
     self.assertGreater(os.path.getsize(paths[2]), 10_000)
 
+  def test_size_ticks_slant_only_when_neighbours_crowd(self):
+    import matplotlib  # pylint: disable=g-import-not-at-top
+    matplotlib.use('Agg')
+    from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
+    for sizes, rotation in (({40, 160, 640, 2560}, 0),
+                            ({40, 640, 2560, 4096, 10240}, 45)):
+      fig, ax = plt.subplots()
+      ax.set_xscale('log')
+      frontier_report.size_ticks(ax, sizes)
+      labels = ax.get_xticklabels()
+      self.assertEqual([l.get_text() for l in labels],
+                       [str(b) for b in sorted(sizes)])
+      self.assertEqual({l.get_rotation() for l in labels}, {rotation})
+      self.assertEqual(list(ax.get_xticks()), sorted(sizes))
+      plt.close(fig)
+
   def test_write_before_anything_finished(self):
     rows = frontier_report.summarize([('dp_rec', 40, [], dict(
         note='task defaults: 0 of 3 seeds finished'))])

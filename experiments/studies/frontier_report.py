@@ -330,10 +330,8 @@ def plot(path, rows, context, label) -> None:
                       textcoords='offset points', xytext=(4, -10), fontsize=7)
     _reference_lines(ax, reference, context)
     ax.set_xscale('log')
-    if key == 'clients_per_round':  # The sizes trained, as plain numbers.
-      sizes = sorted({r[key] for r in rows})
-      ax.set_xticks(sizes, [str(b) for b in sizes])
-      ax.minorticks_off()
+    if key == 'clients_per_round':
+      size_ticks(ax, {r[key] for r in rows})
     ax.set_xlabel(xlabel)
     ax.grid(alpha=0.3)
   axes[0].set_ylabel(f'final {label} (%), test split')
@@ -360,3 +358,15 @@ def _reference_lines(ax, reference, context):
   if context.get('frequent_tags') is not None:
     ax.axhline(100 * context['frequent_tags'], color='black', ls=':', lw=1,
                label='frequent tags')
+
+
+def size_ticks(ax, sizes) -> None:
+  """Ticks at the sizes trained, as plain numbers; slanted where neighbours
+  are less than a factor 2 apart (2560 and 4096 would overlap on a log axis).
+  """
+  sizes = sorted(sizes)
+  crowded = any(b < 2 * a for a, b in zip(sizes, sizes[1:]))
+  ax.set_xticks(sizes, [str(b) for b in sizes],
+                rotation=45 if crowded else 0,
+                ha='right' if crowded else 'center')
+  ax.minorticks_off()
