@@ -21,11 +21,13 @@ from experiments.studies import frontier_report
 from experiments.studies import tuning
 
 
-def _record(name, metric, upload, download, clients, seed=0, **params):
+def _record(name, metric, upload, download, clients, seed=0, *, rounds=5,
+            lost_rounds=0, **params):
   return dict(aggregator=name, final_metric=metric, upload_gb=upload,
-              download_gb=download, epsilon=1.0, rounds=5, seed=seed,
-              seconds_per_round=0.5, clients_per_round=clients,
-              params=params, metric_label='recall@5')
+              download_gb=download, epsilon=1.0, rounds=rounds,
+              lost_rounds=lost_rounds, seed=seed, seconds_per_round=0.5,
+              clients_per_round=clients, params=params,
+              metric_label='recall@5')
 
 
 class ParseTest(tf.test.TestCase):
@@ -345,6 +347,38 @@ class ReportTest(tf.test.TestCase):
       self.assertLen(list(csv.DictReader(f)), 4)
     self.assertGreater(os.path.getsize(paths[2]), 10_000)
 
+  def test_rounds_are_the_fewest_and_lost_rounds_their_sum(self):
+    # Seed 1 lost a round (trained 4 of 5), seed 2 lost two before its
+    # budget bound (trained 5): the fewest is 4, 3 rounds lost in all.
+    records = [_record('dp_rec', 0.3, 1e-6, 1e-2, 4096, 0),
+               _record('dp_rec', 0.4, 1e-6, 1e-2, 4096, 1, rounds=4,
+                       lost_rounds=1),
+               _record('dp_rec', 0.5, 1e-6, 1e-2, 4096, 2, lost_rounds=2)]
+    points = [('dp_fedavg', 40, [_record('dp_fedavg', m, 0.4, 0.4, 40, s)
+                                 for s, m in ((0, 0.39), (1, 0.41))],
+               dict(setting='defaults')),
+              ('dp_rec', 4096, records, dict(setting='noise_stddev=0.1'))]
+    rows = frontier_report.summarize(points)
+    self.assertEqual([(r['rounds'], r['lost_rounds']) for r in rows],
+                     [(5, 0), (4, 3)])
+    self.assertAllClose(rows[1]['train_seconds'], 0.5 * 14)
+    table = frontier_report.markdown(rows, dict(frequent_tags=0.2), 'metric')
+    self.assertIn('| metric (%) | rounds | rounds lost | upload GB |', table)
+    self.assertIn('| 40.00 ± 1.00 (2 seeds) | 5 | 0 | 0.4 |', table)
+    self.assertIn('| 40.00 ± 5.77 (3 seeds) | 4 | 3 | 1e-06 |', table)
+    self.assertIn(frontier_report.ROUNDS_NOTE, table)
+    # Every line of the table has as many cells as its header.
+    cells = {l.count('|') for l in table.splitlines() if l.startswith('|')}
+    self.assertEqual(cells, {13})
+    self.assertIn('* dp_rec at B = 4096 (3 seeds, 3 rounds lost): ',
+                  '\n'.join(frontier_report.verdict(rows)))
+    directory = self.create_tempdir().full_path
+    csv_path = frontier_report.write(directory, rows, {}, 'metric')[0]
+    with open(csv_path) as f:
+      read = list(csv.DictReader(f))
+    self.assertEqual([(r['rounds'], r['lost_rounds']) for r in read],
+                     [('5', '0'), ('4', '3')])
+
   def test_size_ticks_slant_only_when_neighbours_crowd(self):
     import matplotlib  # pylint: disable=g-import-not-at-top
     matplotlib.use('Agg')
@@ -460,7 +494,8 @@ class ReportTest(tf.test.TestCase):
     # The report carries the verdict under the table.
     text = frontier_report.report_text(self._rows([0.21]),
                                 dict(predicted_break_even=3272), 'recall@5')
-    self.assertIn("|\n\nAgainst dp_fedavg at B = 40", text)
+    self.assertIn(frontier_report.ROUNDS_NOTE +
+                  '\n\nAgainst dp_fedavg at B = 40', text)
     self.assertIn("B' = 3,272", text)
     # Two runs of 5 rounds at 0.5 s per point, 2 points.
     self.assertIn('Time, summed over runs: 0.00 h of tuning', text)

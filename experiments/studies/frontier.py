@@ -37,12 +37,13 @@ a study can be looked at while it runs.
 
 Writes `<output_dir>/<task>/`: `frontier.csv`, `frontier.md` (per point:
 the setting and whether it is at the edge of its grid, c or z, the
-planner's relative noise, metric +- standard error, upload, download and
-total GB per run, s/round; then, against DP-FedAvg at B = 40, each DP-REC
-point's gap with its SE and traffic ratios, the cross-checks of the two
-modes, the measured break-even over DP-REC's points (`break_even`), and
-the planner's predicted B';
-then DDGauss16 - DP-FedAvg as mechanism plus accountant, `split_lines`)
+planner's relative noise, metric +- standard error, the fewest rounds a
+seed trained and the rounds its seeds lost to interruptions, upload,
+download and total GB per run, s/round; then, against DP-FedAvg at B =
+40, each DP-REC point's gap with its SE and traffic ratios, the
+cross-checks of the two modes, the measured break-even over DP-REC's
+points (`break_even`), and the planner's predicted B'; then DDGauss16 -
+DP-FedAvg as mechanism plus accountant, `split_lines`)
 and `frontier.png` (the metric against upload GB, total GB and B, log x,
 with standard-error bands and DP-FedAvg's B = 40 level).
 """

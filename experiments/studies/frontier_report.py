@@ -20,9 +20,19 @@ from experiments.studies import tuning
 # The point DP-REC's points are measured against.
 REFERENCE = ('dp_fedavg', 40)
 
+# What the table's two round columns mean (`summarize`).
+ROUNDS_NOTE = ('rounds: the fewest any seed trained; rounds lost: lost to '
+               'interruptions, summed over the seeds, and counted as spent '
+               'privacy (a seed that lost one trained one round fewer).')
+
 
 def summarize(points) -> list[dict]:
-  """One row per point from (method, B, records, info) tuples."""
+  """One row per point from (method, B, records, info) tuples.
+
+  `rounds` is the fewest rounds any seed trained; `lost_rounds` the rounds
+  its seeds lost to interruptions, summed over them. A lost round counts as
+  spent privacy, so a seed that lost one stops that much sooner.
+  """
   rows = []
   for name, clients, records, info in points:
     row = dict(aggregator=name, clients_per_round=clients,
@@ -37,7 +47,8 @@ def summarize(points) -> list[dict]:
       upload = sum(r['upload_gb'] for r in records) / len(records)
       download = sum(r['download_gb'] for r in records) / len(records)
       row.update(
-          rounds=max(r['rounds'] for r in records),
+          rounds=min(r['rounds'] for r in records),
+          lost_rounds=sum(r.get('lost_rounds', 0) for r in records),
           epsilon=max(r['epsilon'] or 0.0 for r in records),
           parameter=report.parameter_text(params, detail=True),
           relative_noise=stats.relative_noise(params, clients), mean=mean,
@@ -55,41 +66,49 @@ def summarize(points) -> list[dict]:
 def markdown(rows, context: dict, label: str) -> str:
   """The frontier table (one row per point, then the reference rows)."""
   lines = [f'| method | B | setting (validation) | c or z | relative noise '
-           f'(x {REFERENCE[0]} at B={REFERENCE[1]}) | {label} (%) | upload '
-           'GB | download GB | total GB | s/round |',
-           '|---|---|---|---|---|---|---|---|---|---|']
+           f'(x {REFERENCE[0]} at B={REFERENCE[1]}) | {label} (%) | rounds '
+           '| rounds lost | upload GB | download GB | total GB | s/round |',
+           '|---|---|---|---|---|---|---|---|---|---|---|---|']
   reference = [r for r in rows if 'mean' in r and
                (r['aggregator'], r['clients_per_round']) == REFERENCE]
   scale = reference[0]['relative_noise'] if reference else None
   for r in rows:
     if 'mean' not in r:
       lines.append(f"| {r['aggregator']} | {r['clients_per_round']} | "
-                   f"{r['note']} | | | | | | | |")
+                   f"{r['note']} |" + ' |' * 9)
       continue
     se = '' if r['se'] is None else f" ± {100 * r['se']:.2f}"
-    setting = r['note'] or r['setting']
-    if r.get('shared_with'):
-      setting += f" ({r['shared_with']}'s: a cross-check)"
-    if r['tuned']:
-      grown = tuning.grown_note(
-          [k for k in (r.get('extended') or '').split('; ') if k])
-      notes = ['tuned'] + ([grown] if grown else [])
-      notes += [f"edge: {r['edge']}"] if r['edge'] else []
-      setting += ' (' + ', '.join(notes) + ')'
     lines.append(
-        f"| {r['aggregator']} | {r['clients_per_round']} | {setting} | "
+        f"| {r['aggregator']} | {r['clients_per_round']} | {_setting(r)} | "
         f"{r['parameter']} | {_noise(r['relative_noise'], scale)} | "
-        f"{100 * r['mean']:.2f}{se} ({r['seeds']} seeds) | "
-        f"{r['upload_gb']:.3g} | {r['download_gb']:.3g} | "
-        f"{r['total_gb']:.3g} | {r['seconds_per_round']:.2f} |")
+        f"{100 * r['mean']:.2f}{se} ({r['seeds']} seeds) | {r['rounds']} | "
+        f"{r['lost_rounds']} | {r['upload_gb']:.3g} | "
+        f"{r['download_gb']:.3g} | {r['total_gb']:.3g} | "
+        f"{r['seconds_per_round']:.2f} |")
   for key, name in (('frequent_tags', report.FREQUENT_TAGS_LABEL),
                     ('initial_metric', report.INITIAL_MODEL_LABEL)):
     if context.get(key) is not None:
-      lines.append(f'| {name} | | | | | {100 * context[key]:.2f} | | | | |')
+      lines.append(f'| {name} | | | | | {100 * context[key]:.2f} |' +
+                   ' |' * 6)
+  lines += ['', ROUNDS_NOTE]
   simulated = sorted({r['aggregator'] for r in rows if _in_law(r)})
   if simulated:
     lines += ['', f"{', '.join(simulated)}: {registry.IN_LAW_NOTE}."]
   return '\n'.join(lines) + '\n'
+
+
+def _setting(row) -> str:
+  """The setting cell: where it comes from, and how its grid was tuned."""
+  setting = row['note'] or row['setting']
+  if row.get('shared_with'):
+    setting += f" ({row['shared_with']}'s: a cross-check)"
+  if row['tuned']:
+    grown = tuning.grown_note(
+        [k for k in (row.get('extended') or '').split('; ') if k])
+    notes = ['tuned'] + ([grown] if grown else [])
+    notes += [f"edge: {row['edge']}"] if row['edge'] else []
+    setting += ' (' + ', '.join(notes) + ')'
+  return setting
 
 
 def report_text(rows, context: dict, label: str) -> str:
@@ -152,7 +171,7 @@ def verdict(rows, predicted=None, label='metric') -> list[str]:
            f'{ref["seeds"]} seeds):', '']
   for r in ours:
     head = (f"* {r['aggregator']} at B = {r['clients_per_round']} "
-            f"({r['seeds']} seeds): ")
+            f"({r['seeds']} seeds{_lost(r)}): ")
     if not math.isfinite(r['mean']):
       lines.append(head + 'diverged; left out.')
       continue
@@ -173,6 +192,12 @@ def verdict(rows, predicted=None, label='metric') -> list[str]:
     lines.append(f'The planner predicted B\' = {predicted:,} (equal noise '
                  'over the clip).')
   return lines
+
+
+def _lost(row) -> str:
+  """'' or ', n round(s) lost' for a point whose seeds lost rounds."""
+  lost = row.get('lost_rounds', 0)
+  return f", {lost} round{'s' * (lost != 1)} lost" if lost else ''
 
 
 def _is_dp_rec(row) -> bool:
