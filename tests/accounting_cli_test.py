@@ -1,8 +1,12 @@
 """Tests for the accounting CLI, `python -m tff_dprec.accounting`."""
 
+from contextlib import redirect_stderr
 from contextlib import redirect_stdout
 import io
+import os
 import re
+import subprocess
+import sys
 
 from absl.testing import parameterized
 
@@ -18,6 +22,7 @@ def _run(argv):
 
 
 _SO = ['--population=342477', '--clients_per_round=60', '--rounds=1500']
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 class CliTest(parameterized.TestCase):
@@ -60,13 +65,88 @@ class CliTest(parameterized.TestCase):
     z = float(re.search(r'noise_multiplier=([0-9.]+)', out).group(1))
     self.assertLessEqual(accounting.dp_fedavg_epsilon(
         noise_multiplier=z, population=342477, clients_per_round=60,
-        rounds=1500, delta=342477**-1.1, conversion='classic', accounting='rdp'), 1.0)
+        rounds=1500, delta=342477**-1.1, conversion='classic',
+        accounting='rdp'), 1.0)
     with self.assertRaises(SystemExit):
       _run(['--mechanism=dp_rec', *_SO, '--clip_ratio=1.227',
             '--total_bits=42', '--accounting=paper'])
     with self.assertRaises(SystemExit):
       _run(['--mechanism=dp_rec', *_SO, '--clip_ratio=1.227',
             '--total_bits=42'])
+
+
+class BadInputTest(parameterized.TestCase):
+  """Refusals: one `error:` line naming the flag and value, exit code 2."""
+
+  @parameterized.named_parameters(
+      ('unknown_mechanism', ['--mechanism=foo'],
+       'error: flag --mechanism=foo: value should be one of '
+       '<dp_rec|dp_fedavg|ddgauss>'),
+      ('malformed_number', ['--mechanism=dp_rec', '--clip_ratio=x',
+                            '--bits=7', '--num_groups=6'],
+       "error: flag --clip_ratio=x: could not convert string to float: 'x'"),
+      ('negative_clip_ratio', ['--mechanism=dp_rec', '--clip_ratio=-1',
+                               '--bits=7', '--num_groups=6'],
+       'error: clip_ratio must be non-negative, found -1.0.'),
+      ('nan_delta', ['--mechanism=dp_rec', '--clip_ratio=1', '--bits=7',
+                     '--num_groups=6', '--delta=nan'],
+       'error: delta must be finite, found nan.'),
+      ('missing_settings', ['--mechanism=dp_rec', '--clip_ratio=1'],
+       'error: --mechanism=dp_rec needs --bits, --num_groups'),
+      ('accounting_for_another_mechanism',
+       ['--mechanism=dp_fedavg', '--noise_multiplier=1', '--accounting=paper'],
+       "error: --accounting=paper is for dp_rec; dp_fedavg takes 'pld' or "
+       "'rdp'."),
+      ('unexpected_argument', ['--mechanism=dp_rec', '--clip_ratio=1',
+                               '--bits=7', '--num_groups=6', 'extra'],
+       "error: Unexpected arguments: ['extra']"))
+  def test_exits_2_with_one_line(self, argv, line):
+    err = io.StringIO()
+    with self.assertRaises(SystemExit) as raised:
+      with redirect_stderr(err):
+        _run([*_SO, *argv])
+    self.assertEqual(raised.exception.code, 2)
+    self.assertEqual(err.getvalue(), line + '\n')
+
+  def test_missing_required_flag_is_named(self):
+    err = io.StringIO()
+    with self.assertRaises(SystemExit) as raised:
+      with redirect_stderr(err):
+        _run(['--mechanism=dp_rec', '--population=100', '--rounds=3'])
+    self.assertEqual(raised.exception.code, 2)
+    self.assertEqual(err.getvalue(), 'error: flag --clients_per_round=None: '
+                     'Flag --clients_per_round must have a value other than '
+                     'None.\n')
+
+  def test_a_flag_of_an_earlier_call_is_not_kept(self):
+    setting = ['--mechanism=dp_rec', *_SO, '--clip_ratio=1.227', '--bits=7',
+               '--num_groups=6', '--accounting=rdp']
+    self.assertIn('(local, ', _run([*setting, '--local']))
+    self.assertNotIn('local', _run(setting))
+
+  def test_the_program_exit_codes(self):
+    """`python -m tff_dprec.accounting` itself: 2 and one line for a bad
+    value, 0 for --help and for an epsilon."""
+    def program(*argv):
+      return subprocess.run(
+          [sys.executable, '-m', 'tff_dprec.accounting', *argv], cwd=_ROOT,
+          env=dict(os.environ, PYTHONPATH=_ROOT), capture_output=True,
+          text=True, timeout=120)
+
+    bad = program('--mechanism=dp_rec', *_SO, '--clip_ratio=x', '--bits=7',
+                  '--num_groups=6')
+    self.assertEqual(bad.returncode, 2, bad.stderr)
+    self.assertEqual(bad.stderr, "error: flag --clip_ratio=x: could not "
+                     "convert string to float: 'x'\n")
+    self.assertEqual(bad.stdout, '')
+    shown = program('--help')
+    self.assertEqual(shown.returncode, 0, shown.stderr)
+    self.assertIn('--mechanism: <dp_rec|dp_fedavg|ddgauss>', shown.stdout)
+    good = program('--mechanism=dp_rec', *_SO, '--clip_ratio=1.227',
+                   '--bits=7', '--num_groups=6', '--accounting=rdp')
+    self.assertEqual(good.returncode, 0, good.stderr)
+    self.assertRegex(good.stdout, r'^epsilon=[0-9.]+ delta=[0-9.e-]+ '
+                     r'\(accounting=rdp\)\n$')
 
 
 if __name__ == '__main__':

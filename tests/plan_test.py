@@ -6,6 +6,9 @@ import io
 import itertools
 import json
 import math
+import os
+import subprocess
+import sys
 
 from absl.testing import absltest
 from absl.testing import parameterized
@@ -480,7 +483,13 @@ class CliTest(parameterized.TestCase):
       ('--delta=2', 'delta must be in (0, 1), found 2.0'),
       ('--num_groups=0', 'num_groups must be positive, found 0'),
       ('--bits=0', 'bits must be in [1, 24], found 0'),
-      ('--bits=25', 'bits must be in [1, 24], found 25'))
+      ('--bits=25', 'bits must be in [1, 24], found 25'),
+      ('--population=abc', "flag --population=abc: invalid literal for int() "
+       "with base 10: 'abc'"),
+      ('--server_optimizer=foo', 'flag --server_optimizer=foo: value should '
+       'be one of <adam|sgd|sgdm>'),
+      ('--full_bits', 'Missing value for flag --full_bits'),
+      ('extra', "Unexpected arguments: ['extra']"))
   def test_bad_input_exits_2_naming_it(self, flag, message):
     argv = [f'--{k}={v}' for k, v in _SMALL.items()] + [flag]
     err = io.StringIO()
@@ -490,6 +499,41 @@ class CliTest(parameterized.TestCase):
     self.assertEqual(raised.exception.code, 2)
     self.assertIn(message, err.getvalue())
     self.assertEqual(err.getvalue().count('\n'), 1)
+    self.assertTrue(err.getvalue().startswith('error: '), err.getvalue())
+
+  def test_a_missing_flag_is_named(self):
+    argv = [f'--{k}={v}' for k, v in _SMALL.items() if k != 'rounds']
+    err = io.StringIO()
+    with self.assertRaises(SystemExit) as raised:
+      with redirect_stderr(err):
+        _run_cli(argv)
+    self.assertEqual(raised.exception.code, 2)
+    self.assertEqual(err.getvalue(), 'error: flag --rounds=None: Flag '
+                     '--rounds must have a value other than None.\n')
+
+  def test_the_program_exit_codes(self):
+    """`python -m tff_dprec.plan` itself: 2 and one line for a bad value,
+    0 for --help."""
+    def program(*argv):
+      return subprocess.run(
+          [sys.executable, '-m', 'tff_dprec.plan', *argv], cwd=support.REPO,
+          env=dict(os.environ, PYTHONPATH=support.REPO), capture_output=True,
+          text=True, timeout=120)
+
+    bad = program(*[f'--{k}={v}' for k, v in _SMALL.items()],
+                  '--dimension=abc')
+    self.assertEqual(bad.returncode, 2, bad.stderr)
+    self.assertEqual(bad.stderr, "error: flag --dimension=abc: invalid "
+                     "literal for int() with base 10: 'abc'\n")
+    refused = program(*[f'--{k}={v}' for k, v in _SMALL.items()],
+                      '--clients_per_round=0')
+    self.assertEqual(refused.returncode, 2, refused.stderr)
+    self.assertEqual(refused.stderr, 'error: clients_per_round must be '
+                     'positive, found 0.\n')
+    shown = program('--help')
+    self.assertEqual(shown.returncode, 0, shown.stderr)
+    self.assertIn('--[no]break_even', shown.stdout)
+    self.assertIn('--server_optimizer: <adam|sgd|sgdm>', shown.stdout)
 
 
 if __name__ == '__main__':

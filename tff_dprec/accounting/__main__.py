@@ -1,98 +1,116 @@
-"""`python -m tff_dprec.accounting`: epsilon, or the calibrated parameter."""
+"""`python -m tff_dprec.accounting`: epsilon, or the calibrated parameter.
 
-import argparse
+Epsilon of DP-REC, DP-FedAvg or DDGauss, or the calibrated parameter for
+--target_epsilon. Calibrated values are printed rounded in the safe
+direction: pasting them back meets the target. A bad flag or setting: one
+`error:` line on stderr, exit code 2.
+"""
+
+import types
 from typing import Optional, Sequence
 import warnings
 
+from absl import app
+from absl import flags
+
 from tff_dprec import accounting
+from tff_dprec import command_line
 from tff_dprec.accounting import accountings
 from tff_dprec.accounting import baselines
 from tff_dprec.accounting import calibration
 
+MECHANISMS = ('dp_rec', 'dp_fedavg', 'ddgauss')
 
-def _parser() -> argparse.ArgumentParser:
-  """The command line of `main`."""
-  parser = argparse.ArgumentParser(
-      prog='python -m tff_dprec.accounting',
-      description='Epsilon of DP-REC, DP-FedAvg or DDGauss, or the '
-      'calibrated parameter for --target_epsilon. Calibrated values are '
-      'printed rounded in the safe direction: pasting them back meets the '
-      'target.')
-  parser.add_argument('--mechanism', required=True,
-                      choices=['dp_rec', 'dp_fedavg', 'ddgauss'])
-  parser.add_argument('--population', type=int, required=True)
-  parser.add_argument('--clients_per_round', type=int, required=True)
-  parser.add_argument('--rounds', type=int, required=True)
-  parser.add_argument('--delta', type=float, default=None,
-                      help='default: population ** -1.1')
-  parser.add_argument('--target_epsilon', type=float, default=None)
-  parser.add_argument('--clip_ratio', type=float, help='dp_rec')
-  parser.add_argument('--bits', type=int,
-                      help='dp_rec: index bits per group; ddgauss: bits')
-  parser.add_argument('--num_groups', type=int, help='dp_rec: groups')
-  parser.add_argument('--total_bits', type=int,
-                      help='dp_rec, --accounting=paper only: one index of '
-                      'this many bits')
-  parser.add_argument('--accounting', default=None,
-                      choices=list(accountings.ACCOUNTINGS),
-                      help="dp_rec and dp_fedavg: 'pld' (the default: the "
-                      "smaller of the certified PLD and RDP epsilons; "
-                      "dp_fedavg with --conversion=classic: 'rdp'), 'rdp' "
-                      "(the RDP epsilon alone; docs/PRIVACY.md); dp_rec "
-                      "also 'paper' (the paper's Theorem 1, unproven for "
-                      "groups); ddgauss: 'rdp' only")
-  parser.add_argument('--local', action='store_true',
-                      help='dp_rec: local epsilon, no amplification')
-  parser.add_argument('--noise_multiplier', type=float,
-                      help='dp_fedavg, ddgauss')
-  parser.add_argument('--l2_clip', type=float, help='ddgauss')
-  parser.add_argument('--dimension', type=int, help='ddgauss')
-  parser.add_argument('--conversion', default=baselines.CONVERSION_TIGHT,
-                      choices=[baselines.CONVERSION_TIGHT,
-                               baselines.CONVERSION_CLASSIC],
-                      help='RDP to (epsilon, delta): dp_fedavg with '
-                      '--accounting=rdp, and ddgauss')
-  return parser
+
+def _define_flags(values: flags.FlagValues) -> None:
+  """The command's flags, on `values`."""
+  flags.DEFINE_enum('mechanism', None, MECHANISMS, 'The mechanism.',
+                    flag_values=values)
+  flags.DEFINE_integer('population', None, 'N', flag_values=values)
+  flags.DEFINE_integer('clients_per_round', None, 'B', flag_values=values)
+  flags.DEFINE_integer('rounds', None, 'T', flag_values=values)
+  flags.mark_flags_as_required(
+      ['mechanism', 'population', 'clients_per_round', 'rounds'],
+      flag_values=values)
+  flags.DEFINE_float('delta', None, 'default: population ** -1.1',
+                     flag_values=values)
+  flags.DEFINE_float('target_epsilon', None,
+                     'Calibrate to this epsilon instead of printing one.',
+                     flag_values=values)
+  flags.DEFINE_float('clip_ratio', None, 'dp_rec', flag_values=values)
+  flags.DEFINE_integer('bits', None,
+                       'dp_rec: index bits per group; ddgauss: bits',
+                       flag_values=values)
+  flags.DEFINE_integer('num_groups', None, 'dp_rec: groups',
+                       flag_values=values)
+  flags.DEFINE_integer('total_bits', None,
+                       'dp_rec, --accounting=paper only: one index of this '
+                       'many bits', flag_values=values)
+  flags.DEFINE_enum(
+      'accounting', None, list(accountings.ACCOUNTINGS),
+      "dp_rec and dp_fedavg: 'pld' (the default: the smaller of the "
+      "certified PLD and RDP epsilons; dp_fedavg with --conversion=classic: "
+      "'rdp'), 'rdp' (the RDP epsilon alone; docs/PRIVACY.md); dp_rec also "
+      "'paper' (the paper's Theorem 1, unproven for groups); ddgauss: 'rdp' "
+      'only', flag_values=values)
+  flags.DEFINE_bool('local', False,
+                    'dp_rec: local epsilon, no amplification',
+                    flag_values=values)
+  flags.DEFINE_float('noise_multiplier', None, 'dp_fedavg, ddgauss',
+                     flag_values=values)
+  flags.DEFINE_float('l2_clip', None, 'ddgauss', flag_values=values)
+  flags.DEFINE_integer('dimension', None, 'ddgauss', flag_values=values)
+  flags.DEFINE_enum('conversion', baselines.CONVERSION_TIGHT,
+                    [baselines.CONVERSION_TIGHT, baselines.CONVERSION_CLASSIC],
+                    'RDP to (epsilon, delta): dp_fedavg with '
+                    '--accounting=rdp, and ddgauss', flag_values=values)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
-  parser = _parser()
-  args = parser.parse_args(argv)
+  """Prints epsilon or the calibrated parameter for the flags in `argv`
+  (default sys.argv[1:]).
+
+  Raises:
+    SystemExit: With code 2 after one `error:` line for bad input (0 after
+      --help).
+  """
+  command_line.run(_define_flags, _account, __doc__, argv)
+
+
+def _account(args: types.SimpleNamespace) -> None:
+  """The mechanism's line for the parsed flags, and any warning's."""
 
   def need(*names):
     missing = [n for n in names if getattr(args, n) is None]
     if missing:
-      parser.error(f'--mechanism={args.mechanism} needs ' +
-                   ', '.join('--' + m for m in missing))
+      raise app.UsageError(f'--mechanism={args.mechanism} needs ' +
+                           ', '.join('--' + m for m in missing))
 
-  try:
-    delta = (args.delta if args.delta is not None else
-             accounting.default_delta(args.population))
-    common = dict(population=args.population,
-                  clients_per_round=args.clients_per_round,
-                  rounds=args.rounds, delta=delta)
-    with warnings.catch_warnings(record=True) as caught:
-      warnings.simplefilter('always', accounting.UnprovenPaperBound)
-      if args.mechanism == 'dp_rec':
-        _dp_rec(args, common, delta, need)
-      elif args.mechanism == 'dp_fedavg':
-        _dp_fedavg(args, common, delta, need)
-      else:
-        _ddgauss(args, common, delta, need)
-    for w in caught:
-      print(f'warning: {w.message}')
-  except (ValueError, TypeError) as e:
-    parser.exit(2, f'error: {e}\n')
+  delta = (args.delta if args.delta is not None else
+           accounting.default_delta(args.population))
+  common = dict(population=args.population,
+                clients_per_round=args.clients_per_round,
+                rounds=args.rounds, delta=delta)
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter('always', accounting.UnprovenPaperBound)
+    if args.mechanism == 'dp_rec':
+      _dp_rec(args, common, delta, need)
+    elif args.mechanism == 'dp_fedavg':
+      _dp_fedavg(args, common, delta, need)
+    else:
+      _ddgauss(args, common, delta, need)
+  for w in caught:
+    print(f'warning: {w.message}')
 
 
 def _dp_rec(args, common, delta, need):
-  if args.accounting is None:
-    args.accounting = accountings.DEFAULT_ACCOUNTING
+  kind = (accountings.DEFAULT_ACCOUNTING if args.accounting is None
+          else args.accounting)
   if args.total_bits is None:
     need('bits', 'num_groups')
   bits = dict(bits=args.bits, num_groups=args.num_groups,
-              total_bits=args.total_bits, accounting=args.accounting)
-  label = f'accounting={args.accounting}'
+              total_bits=args.total_bits, accounting=kind)
+  label = f'accounting={kind}'
   if args.target_epsilon is not None:
     c = accounting.calibrate_clip_ratio(target_epsilon=args.target_epsilon,
                                         **bits, **common)
@@ -113,14 +131,13 @@ def _dp_rec(args, common, delta, need):
 
 
 def _dp_fedavg(args, common, delta, need):
-  if args.accounting is None:
-    args.accounting = (accountings.RDP
-                       if args.conversion == baselines.CONVERSION_CLASSIC
-                       else accountings.DEFAULT_ACCOUNTING)
-  if args.accounting not in accountings.DP_FEDAVG_ACCOUNTINGS:
-    raise ValueError(f'--accounting={args.accounting} is for dp_rec; '
-                     "dp_fedavg takes 'pld' or 'rdp'.")
   kind = args.accounting
+  if kind is None:
+    kind = (accountings.RDP if args.conversion == baselines.CONVERSION_CLASSIC
+            else accountings.DEFAULT_ACCOUNTING)
+  if kind not in accountings.DP_FEDAVG_ACCOUNTINGS:
+    raise ValueError(f'--accounting={kind} is for dp_rec; '
+                     "dp_fedavg takes 'pld' or 'rdp'.")
   options = dict(conversion=args.conversion, accounting=kind)
   label = f'accounting={kind}'
   if args.target_epsilon is not None:
@@ -167,4 +184,4 @@ def _ddgauss(args, common, delta, need):
 
 
 if __name__ == '__main__':
-  main()
+  command_line.run_main(main)
