@@ -18,11 +18,11 @@ def _task():
   return types.SimpleNamespace(defaults=defaults, population=1000)
 
 
-def _record(metric, bits_, c, epsilon, seed):
+def _record(metric, bits_, c, epsilon, seed, lost_rounds=0):
   return dict(final_metric=metric, epsilon=epsilon, seed=seed,
               upload_bits_per_client_round=64 + bits_,
               params=dict(bits=bits_, clip_ratio=c, noise_stddev=0.1),
-              metric_label='recall@5')
+              metric_label='recall@5', lost_rounds=lost_rounds)
 
 
 class RowsTest(tf.test.TestCase):
@@ -59,18 +59,20 @@ class RowsTest(tf.test.TestCase):
     rows = [types.SimpleNamespace(name=name) for name in bits.ROWS]
     trained = [
         (rows[0], [_record(0.30, 5, 1.5, 1.0, s) for s in (0, 1)]),
-        (rows[1], [_record(0.34 + 0.02 * s, 8, 1.5, 2.99, s)
-                   for s in (0, 1)]),
+        (rows[1], [_record(0.34 + 0.02 * s, 8, 1.5, 2.99, s,
+                           lost_rounds=s) for s in (0, 1)]),
         (rows[2], [])]
     lines = bits.summarize(trained)
     self.assertAllClose([lines[1]['difference'], lines[1]['difference_se']],
                         [0.05, 0.01])
     self.assertNotIn('difference', lines[0])
+    self.assertEqual([l['lost_rounds'] for l in lines], [0, 1, 0])
     table = bits.markdown(lines, 2560, 'recall@5')
     self.assertIn('| bits from c | 5 | 1.500 | 0.1 | 1.000 | 69 | '
                   '30.00 ± 0.00 (2 seeds) |  |', table)
     self.assertIn('| more bits, same c | 8 | 1.500 | 0.1 | 2.990 | 72 | '
-                  '35.00 ± 1.00 (2 seeds) | +5.00 ± 1.00 |', table)
+                  '35.00 ± 1.00 (2 seeds, 1 round lost) | +5.00 ± 1.00 |',
+                  table)
     self.assertIn('| more bits, same epsilon | not trained yet |', table)
     self.assertIn('simulates DP-REC', table)
 

@@ -19,8 +19,9 @@ point at that B (`--noise_stddev`, else read from the frontier's tuning in
 
 The other rows train `--num_seeds` seeds on the test split in
 `<output_dir>/B<B>/<row>/`. Everything resumes. Writes `<output_dir>/<task>/`
-`bits.md` and `bits.csv`: per row bits, c, epsilon, upload bits per client
-and the metric +- SE, and each row's difference to `bits from c`.
+`bits.md` and `bits.csv`: per row bits, c, epsilon, upload bits per client,
+the metric +- SE with the rounds its seeds lost to interruptions, and each
+row's difference to `bits from c`.
 """
 
 import dataclasses
@@ -116,7 +117,8 @@ def summarize(trained) -> list[dict]:
   """One dict per row from (Row, records) pairs; differences to the first."""
   out = []
   for row, records in trained:
-    line = dict(row=row.name, seeds=len(records))
+    line = dict(row=row.name, seeds=len(records),
+                lost_rounds=sum(r.get('lost_rounds', 0) for r in records))
     if records:
       mean, se = stats.mean_se([r['final_metric'] for r in records])
       params = records[0]['params']
@@ -156,8 +158,16 @@ def markdown(lines, clients, label) -> str:
         f"| {line['row']} | {line['bits']} | {line['clip_ratio']:.3f} | "
         f"{line['noise_stddev']:.4g} | {line['epsilon']:.3f} | "
         f"{line['upload_bits']} | {100 * line['mean']:.2f}{se} "
-        f"({line['seeds']} seeds) | {diff} |")
+        f"({line['seeds']} seeds{_lost(line)}) | {diff} |")
   return '\n'.join(table) + '\n'
+
+
+def _lost(line) -> str:
+  """'' or ', n round(s) lost': rounds lost to interruptions, summed over
+  the seeds; counted as spent privacy, so a private seed at its budget
+  trained that many rounds fewer."""
+  lost = line['lost_rounds']
+  return f", {lost} round{'s' * (lost != 1)} lost" if lost else ''
 
 
 def write(output_dir, lines, clients, label) -> list[str]:

@@ -298,6 +298,7 @@ def summarize(results, paper_c) -> list[dict]:
           accountant='-' if control else row.accountant,
           epsilon=_spent(runs, control),
           seeds=len(runs), mean=mean, se=se,
+          lost_rounds=sum(r.get('lost_rounds', 0) for r in runs),
           upload_gb=_mean(runs, 'upload_gb'),
           download_gb=_mean(runs, 'download_gb'),
           seconds_per_round=_mean(runs, 'seconds_per_round'),
@@ -372,7 +373,8 @@ def markdown(table, chosen, tuning=None, pending=()) -> str:
     paper_value = '-' if l['paper'] is None else f"{l['paper']:.1f}"
     lines.append(
         f"| {l['label']} | {target} | {l['accountant']} | {spent} | "
-        f"{100 * l['mean']:.2f}{se} ({l['seeds']} seeds) | {paper_value} | "
+        f"{100 * l['mean']:.2f}{se} ({l['seeds']} seeds{_lost(l)}) | "
+        f"{paper_value} | "
         f"{l['upload_gb']:.3g} | {l['download_gb']:.3g} | "
         f"{l['seconds_per_round']:.2f} |")
   lines += ['', '| gap | epsilon | ours (points) | paper, MNIST (points) |',
@@ -401,6 +403,14 @@ def markdown(table, chosen, tuning=None, pending=()) -> str:
     lines += ['', 'Not finished yet (rerun the command to train them): ' +
               '; '.join(pending) + '.']
   return '\n'.join(lines) + '\n'
+
+
+def _lost(line) -> str:
+  """'' or ', n round(s) lost': rounds lost to interruptions, summed over
+  the seeds; counted as spent privacy, so a private seed at its budget
+  trained that many rounds fewer."""
+  lost = line['lost_rounds']
+  return f", {lost} round{'s' * (lost != 1)} lost" if lost else ''
 
 
 def write(output_dir, table, results, chosen, tuning=None,
