@@ -4,11 +4,17 @@ No timings are asserted (the benchmark prints them); a fake clock checks
 how time is split between nested phases.
 """
 
+import os
+import subprocess
+import sys
 from unittest import mock
 
 from absl.testing import absltest
+from absl.testing import parameterized
 
 from experiments.studies import accounting_bench
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 class PhaseTimerTest(absltest.TestCase):
@@ -59,6 +65,48 @@ class ReportTest(absltest.TestCase):
     text = '\n'.join(accounting_bench.report(self._measured(1.0)))
     self.assertNotIn('baseline', text)
     self.assertIn("Main job's planner lines", text)
+
+
+class ChildTest(parameterized.TestCase):
+  """A child process's flags (`_run_child` runs this file with them)."""
+
+  def test_run_child_makes_the_measurement_asked(self):
+    with mock.patch.object(accounting_bench, 'child_calibration',
+                           lambda name: {'calibration': name}), \
+        mock.patch.object(accounting_bench, 'child_rounds',
+                          lambda sample: {'rounds': sample}), \
+        mock.patch.object(accounting_bench, 'child_planner_lines',
+                          lambda: {'planner_lines': True}):
+      self.assertEqual(accounting_bench.run_child('calibration', 'main job'),
+                       {'calibration': 'main job'})
+      self.assertEqual(accounting_bench.run_child('rounds', sample=7),
+                       {'rounds': 7})
+      self.assertEqual(accounting_bench.run_child('planner_lines'),
+                       {'planner_lines': True})
+
+  @parameterized.named_parameters(
+      ('no_child', [], 'error: flag --child=None: Flag --child must have a '
+       'value other than None.'),
+      ('unknown_child', ['--child=foo'], 'error: flag --child=foo: value '
+       'should be one of <calibration|planner_lines|rounds>'),
+      ('unknown_setting', ['--child=calibration', '--name=nope'],
+       'error: flag --name=nope: value should be one of '
+       '<main job|Fashion-MNIST>'),
+      ('no_setting', ['--child=calibration'], 'error: flags '
+       'child=calibration, name=None: --child=calibration needs --name'),
+      ('bad_sample', ['--child=rounds', '--sample=0'],
+       'error: flag --sample=0: 0 is not a positive integer'),
+      ('unexpected', ['--child=rounds', 'extra'],
+       "error: Unexpected arguments: ['extra']"))
+  def test_bad_flags_are_refused_in_one_line(self, args, line):
+    # Refused before any measurement: nothing is timed.
+    result = subprocess.run(
+        [sys.executable, accounting_bench.__file__, *args],
+        env=dict(os.environ, PYTHONPATH=_ROOT), cwd=_ROOT,
+        capture_output=True, text=True, timeout=120)
+    self.assertEqual(result.returncode, 2, result.stderr)
+    self.assertEqual(result.stderr, line + '\n')
+    self.assertEqual(result.stdout, '')
 
 
 if __name__ == '__main__':

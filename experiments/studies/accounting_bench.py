@@ -35,6 +35,9 @@ import subprocess
 import sys
 import time
 
+from absl import app
+from absl import flags
+
 # (module, attribute, phase); 'Class.method' patches a method. Functions of
 # either version; a missing one is skipped.
 _PHASES = (
@@ -84,6 +87,8 @@ PLAN_ARGS = ('--population=342477', '--clients_per_round=40', '--rounds=50',
 ROUNDS_RUN = dict(clip_ratio=0.381057, bits=3, num_groups=10, population=100,
                   clients_per_round=10)
 ROUNDS = 1000
+# The measurements a child process makes (`run_child`).
+CHILDREN = ('calibration', 'planner_lines', 'rounds')
 
 
 class _PhaseTimer:
@@ -282,15 +287,54 @@ def main(baseline_root=None, rounds_sample: int = 50) -> None:
   print('\n'.join(report(new, old)))
 
 
+def run_child(child: str, name=None, sample: int = 1) -> dict:
+  """One measurement of a child process (`_run_child`), as JSON prints it.
+
+  Args:
+    child: 'calibration', 'planner_lines' or 'rounds' (`CHILDREN`).
+    name: For 'calibration', the setting (a key of `CALIBRATIONS`).
+    sample: For 'rounds', measure every `sample`-th round.
+  """
+  if child == 'calibration':
+    return child_calibration(name)
+  if child == 'planner_lines':
+    return child_planner_lines()
+  return child_rounds(sample)
+
+
+def _define_child_flags() -> None:
+  """A child's flags (defined only when this file runs as a program)."""
+  flags.DEFINE_enum('child', None, CHILDREN, 'The measurement.')
+  flags.DEFINE_enum('name', None, list(CALIBRATIONS),
+                    '--child=calibration: the setting.')
+  flags.DEFINE_integer('sample', 1, '--child=rounds: every sample-th round.',
+                       lower_bound=1)
+  flags.mark_flag_as_required('child')
+  flags.register_multi_flags_validator(
+      ['child', 'name'], lambda values: values['child'] != 'calibration' or (
+          values['name'] is not None), '--child=calibration needs --name')
+
+
+def _parse_child_flags(argv):
+  """`app.run`'s parser: absl's flags, a bad one refused in one line, exit
+  code 2, as `experiments.runner.cli.parse_flags` does (not imported here:
+  it loads TensorFlow, and a baseline checkout may predate it)."""
+  try:
+    return flags.FLAGS(argv)
+  except flags.Error as e:
+    _child_fail(' '.join(str(e).split()))
+
+
 def _child_main(argv):
-  options = dict(a.lstrip('-').split('=', 1) for a in argv)
-  if options['child'] == 'calibration':
-    result = child_calibration(options['name'])
-  elif options['child'] == 'planner_lines':
-    result = child_planner_lines()
-  else:
-    result = child_rounds(int(options['sample']))
-  print(json.dumps(result))
+  if len(argv) > 1:
+    _child_fail(f'Unexpected arguments: {argv[1:]}')
+  print(json.dumps(run_child(flags.FLAGS.child, flags.FLAGS.name,
+                             flags.FLAGS.sample)))
+
+
+def _child_fail(error):
+  print(f'error: {error}', file=sys.stderr)
+  sys.exit(2)
 
 
 if __name__ == '__main__':
@@ -299,4 +343,5 @@ if __name__ == '__main__':
   if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(
       os.path.abspath(__file__)):
     sys.path.pop(0)
-  _child_main(sys.argv[1:])
+  _define_child_flags()
+  app.run(_child_main, flags_parser=_parse_child_flags)
