@@ -1,7 +1,7 @@
-"""Tests for tff_dprec.accounting.dp_rec_accountant and events.
+"""Tests for tff_dprec.accounting.dp_rec_accountant.
 
 `make_dp_rec_accountant` under each accounting (dp_accounting's accountant
-contract), `DpRecEvent`, `dp_rec_epsilon`.
+contract), `dp_rec_epsilon`, `dp_rec_local_epsilon`.
 """
 
 import math
@@ -82,6 +82,8 @@ class AccountantContractTest(parameterized.TestCase):
       ('poisson_gaussian', dp_accounting.PoissonSampledDpEvent(
           0.1, dp_accounting.GaussianDpEvent(1.0))),
       ('unsupported', dp_accounting.UnsupportedDpEvent()),
+      ('poisson_release', dp_accounting.PoissonSampledDpEvent(
+          0.1, accounting.DpRecEvent(1.0, 8, 1))),
       ('composed_bad', dp_accounting.ComposedDpEvent(
           [accounting.DpRecEvent(1.0, 8, 1),
            dp_accounting.LaplaceDpEvent(1.0)])),
@@ -111,25 +113,6 @@ class AccountantContractTest(parameterized.TestCase):
     b = accounting.make_dp_rec_accountant(accounting=mode)
     b.compose(dp_accounting.SelfComposedDpEvent(event, 4))
     self.assertAlmostEqual(a.get_epsilon(1e-5), b.get_epsilon(1e-5), places=9)
-
-  @parameterized.named_parameters(
-      ('negative_c', -1.0, 8, ValueError),
-      ('nan_c', float('nan'), 8, ValueError),
-      ('bool_bits', 1.0, True, TypeError),
-      ('zero_bits', 1.0, 0, ValueError),
-      ('float_bits', 1.0, 8.0, TypeError),
-  )
-  def test_bad_event(self, c, bits, error):
-    with self.assertRaises(error):
-      accounting.DpRecEvent(c, bits, 1)
-
-  def test_num_groups_is_required(self):
-    # One group is the least conservative guess for a multi-tensor model.
-    with self.assertRaisesRegex(TypeError, 'num_groups'):
-      accounting.DpRecEvent(clip_ratio=1.0, bits=8)  # pylint: disable=no-value-for-parameter
-    self.assertEqual(accounting.DpRecEvent(1.0, 8, 3).num_groups, 3)
-    with self.assertRaisesRegex(ValueError, 'num_groups'):
-      accounting.DpRecEvent(1.0, 8, 0)
 
   def test_the_factory_is_a_function(self):
     # Named as one: it returns one of three accountant classes.

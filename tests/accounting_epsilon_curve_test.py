@@ -1,12 +1,15 @@
 """Tests for tff_dprec.accounting.epsilon_curve: a run's epsilon per round."""
 
+from unittest import mock
 import warnings
 
 from absl.testing import absltest
 from absl.testing import parameterized
+import dp_accounting
 
-from tff_dprec import accounting
 from tests import support
+from tff_dprec import accounting
+from tff_dprec.accounting import dp_rec_accountant
 
 
 class EpsilonCurveTest(parameterized.TestCase):
@@ -52,6 +55,42 @@ class EpsilonCurveTest(parameterized.TestCase):
       curve = accounting.DpRecEpsilonCurve(**kwargs)
       self.assertEqual(curve.epsilon(3), accounting.dp_rec_epsilon(
           rounds=3, accounting='rdp', **kwargs))
+
+  @parameterized.parameters(('pld', 1), ('rdp', 1), ('paper', 4))
+  def test_composes_each_round_into_one_accountant(self, mode, accountants):
+    # The exact accountings compose each new round into the accountant
+    # they keep; the paper's (composition in steps not exact) starts again.
+    kwargs = dict(clip_ratio=0.5, population=100, clients_per_round=10,
+                  delta=1e-4, accounting=mode)
+    kwargs.update(dict(total_bits=70) if mode == 'paper' else
+                  dict(bits=6, num_groups=1))
+    made = []
+    real = dp_rec_accountant.make_dp_rec_accountant
+
+    def make(**make_kwargs):
+      made.append(real(**make_kwargs))
+      return made[-1]
+
+    with mock.patch.object(dp_rec_accountant, 'make_dp_rec_accountant',
+                           make):
+      curve = accounting.DpRecEpsilonCurve(**kwargs)
+      values = curve.epsilons([1, 2, 3, 2, 3])
+    self.assertLen(made, accountants)
+    event = accounting.dp_rec_round_event(
+        **{k: v for k, v in kwargs.items()
+           if k not in ('delta', 'accounting')})
+    # Three rounds composed in all (not 1 + 2 + 3).
+    self.assertEqual(made[-1].ledger,
+                     dp_accounting.SelfComposedDpEvent(event, 3))
+    self.assertEqual(values[3:], values[1:3])  # Kept values.
+    self.assertEqual(values, sorted(values[:3]) + values[1:3])
+
+  def test_fewer_rounds_than_composed_start_again(self):
+    kwargs = dict(clip_ratio=0.5, population=100, clients_per_round=10,
+                  delta=1e-4, bits=6, num_groups=1)
+    curve = accounting.DpRecEpsilonCurve(**kwargs)
+    self.assertEqual(curve.epsilons([5, 2, 7]), [
+        accounting.dp_rec_epsilon(rounds=r, **kwargs) for r in (5, 2, 7)])
 
   @parameterized.named_parameters(
       ('clip', dict(clip_ratio=-1.0), ValueError, 'clip_ratio'),

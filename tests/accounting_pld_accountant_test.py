@@ -4,9 +4,11 @@ import math
 
 from absl.testing import parameterized
 import dp_accounting
+import numpy as np
 
 from tff_dprec import accounting
 from tff_dprec.accounting import message_profile
+from tff_dprec.accounting import pld_accountant
 
 
 class PldDefaultTest(parameterized.TestCase):
@@ -78,23 +80,12 @@ class PldDefaultTest(parameterized.TestCase):
       accounting.dp_rec_epsilon(clip_ratio=1.0, population=1,
                                 clients_per_round=1, rounds=1, delta=1e-5,
                                 bits=4, num_groups=1)
-    event = dp_accounting.PoissonSampledDpEvent(
-        1.0, accounting.DpRecEvent(1.0, 4, 1))
-    self.assertFalse(accounting.make_dp_rec_accountant().supports(event))
-    # The Renyi accountings keep accepting q = 1 (the local pair).
-    rdp = accounting.make_dp_rec_accountant(accounting='rdp')
-    self.assertTrue(rdp.supports(event))
-    rdp.compose(event)
-    self.assertGreater(rdp.get_epsilon(1e-5), 0.0)
-
-  @parameterized.parameters('pld', 'rdp')
-  def test_sampling_probability_zero_releases_nothing(self, mode):
-    accountant = accounting.make_dp_rec_accountant(accounting=mode)
-    event = dp_accounting.PoissonSampledDpEvent(
-        0.0, accounting.DpRecEvent(1.0, 4, 1))
-    self.assertTrue(accountant.supports(event))
-    accountant.compose(event, 10)
-    self.assertEqual(accountant.get_epsilon(1e-5), 0.0)
+    with self.assertRaisesRegex(ValueError, 'population=1'):
+      accounting.DpRecRoundEvent(1, 1, 1.0, 4, 1)
+    # A known participant is a DpRecEvent (the local pair).
+    accountant = accounting.make_dp_rec_accountant()
+    accountant.compose(accounting.DpRecEvent(1.0, 4, 1))
+    self.assertGreater(accountant.get_epsilon(1e-5), 0.0)
 
   def test_non_private_in_pld_mode(self):
     accountant = accounting.make_dp_rec_accountant()
@@ -132,11 +123,14 @@ class PldDefaultTest(parameterized.TestCase):
     self.assertLess(eps_both, rdp.get_epsilon(delta))
 
   def test_compose_checks_before_changing_state(self):
+    # The PLD's messages have at most 64 bits per group (the event allows
+    # the paper mode's 4096).
     accountant = accounting.make_dp_rec_accountant()
     with self.assertRaisesRegex(ValueError, 'bits'):
-      accountant.compose(dp_accounting.PoissonSampledDpEvent(
-          0.01, accounting.DpRecEvent(1.0, 100, 1)))
+      accountant.compose(accounting.DpRecRoundEvent(100, 1, 1.0, 100, 1))
     self.assertEqual(accountant.get_epsilon(1e-5), 0.0)
+    self.assertEqual(accountant.pld.draws, ())
+    np.testing.assert_array_equal(accountant.rdp, 0.0)
 
   def test_local_never_above_rdp(self):
     for c in (0.5, 1.0, 2.0):
@@ -144,6 +138,38 @@ class PldDefaultTest(parameterized.TestCase):
       self.assertLessEqual(
           accounting.dp_rec_local_epsilon(**kwargs),
           accounting.dp_rec_local_epsilon(accounting='rdp', **kwargs))
+
+  def test_composes_round_by_round_as_self_composition(self):
+    # The state after each round is the draw's PLD self-composed to the
+    # draws so far (dp_accounting's self_compose), to the last bit.
+    n, b, c, bits = 4000, 40, 1.0, 4
+    delta = n**-1.1
+    _, draw = message_profile.draw_pld(q=1 / n, clip_ratio=c, bits=bits,
+                                       num_groups=1)
+    accountant = accounting.make_dp_rec_accountant()
+    event = accounting.DpRecRoundEvent(n, b, c, bits, 1)
+    for rounds in (1, 2, 3):
+      accountant.compose(event)
+      self.assertEqual(accountant.pld.draws, (((1 / n, c, bits, 1),
+                                               b * rounds),))
+      self.assertEqual(
+          accountant.pld.privacy_loss().get_epsilon_for_delta(delta),
+          draw.self_compose(b * rounds).get_epsilon_for_delta(delta))
+
+  def test_composed_pld_is_immutable(self):
+    empty = pld_accountant.ComposedPld(1e-4)
+    kind = (1 / 4000, 1.0, 4, 1)
+    one = empty.compose(kind, 40)
+    two = one.compose(kind, 40)
+    self.assertEqual(empty.draws, ())
+    self.assertEqual(one.draws, ((kind, 40),))
+    self.assertEqual(two.draws, ((kind, 80),))
+    with self.assertRaisesRegex(ValueError, 'empty'):
+      empty.privacy_loss()
+    with self.assertRaisesRegex(ValueError, 'count'):
+      one.compose(kind, 0)
+    self.assertLess(one.get_epsilon_for_delta(1e-5),
+                    two.get_epsilon_for_delta(1e-5))
 
   def test_bad_discretization(self):
     with self.assertRaisesRegex(ValueError, 'discretization'):

@@ -3,7 +3,8 @@
 What a user needs is exported here: the events, the accountants, the
 epsilons, the calibrations and the errors. The modules:
 
-* `events`: `DpRecEvent`, `dp_rec_round_event`.
+* `events`: `DpRecEvent` (a known participant's release),
+  `DpRecRoundEvent` (a round of draws; `dp_rec_round_event` builds it).
 * One accountant per accounting (`accountings` names them), over
   `base_accountant`: `pld_accountant.DpRecPldAccountant` (`'pld'`, the
   default: the smaller of the certified PLD and RDP epsilons),
@@ -13,7 +14,7 @@ epsilons, the calibrations and the errors. The modules:
 * `dp_rec_accountant`: `make_dp_rec_accountant(accounting=...)` (the
   accountant by name), `dp_rec_epsilon`, `dp_rec_local_epsilon`.
 * `epsilon_curve`: `DpRecEpsilonCurve`, `dp_rec_epsilons` (a run's epsilon
-  after every round, from one kept state).
+  after every round, from one accountant composing round by round).
 * `channel` (Renyi bounds of the DP-REC release), `rdp_bounds` (one
   draw's, Zhu-Wang), `profile`, `message_profile` and `loss_pmf`
   (privacy profiles, PLDs).
@@ -38,6 +39,7 @@ from tff_dprec.accounting.epsilon_curve import dp_rec_epsilons
 from tff_dprec.accounting.epsilon_curve import DpRecEpsilonCurve
 from tff_dprec.accounting.events import dp_rec_round_event
 from tff_dprec.accounting.events import DpRecEvent
+from tff_dprec.accounting.events import DpRecRoundEvent
 from tff_dprec.accounting.paper_accountant import DpRecPaperAccountant
 from tff_dprec.accounting.paper_accountant import OverheadExceedsDeltaError
 from tff_dprec.accounting.paper_accountant import UnprovenPaperBound
@@ -57,6 +59,7 @@ __all__ = [
     'dp_rec_round_event',
     'DpRecEpsilonCurve',
     'DpRecEvent',
+    'DpRecRoundEvent',
     'DpRecPaperAccountant',
     'DpRecPldAccountant',
     'DpRecRdpAccountant',

@@ -1,10 +1,11 @@
 """`DpRecAccountantBase`: the walk over events that DP-REC's accountants share.
 
 Each accountant (`pld_accountant`, `rdp_accountant`, `paper_accountant`)
-says how one client draw composes, what a non-private event does to its
-state and which sampling probabilities it accepts; this class walks
-dp_accounting's composite events down to those, as dp_accounting's
-`RdpAccountant._maybe_compose` does.
+says how releases of one message compose and what a non-private event does
+to its state; this class walks dp_accounting's composite events down to
+DP-REC's (`events`), as dp_accounting's `RdpAccountant._maybe_compose`
+does, and hands each release to the accountant with the probability that
+it involves the target and a count.
 """
 
 import abc
@@ -12,6 +13,7 @@ import abc
 import dp_accounting
 import numpy as np
 
+from tff_dprec import validation
 from tff_dprec.accounting import events
 
 _NeighborRel = dp_accounting.NeighboringRelation
@@ -20,14 +22,29 @@ _NeighborRel = dp_accounting.NeighboringRelation
 class DpRecAccountantBase(dp_accounting.PrivacyAccountant):
   """Base of the DP-REC accountants.
 
-  Supports `DpRecEvent` (a release without amplification),
-  `PoissonSampledDpEvent(q, DpRecEvent)` (one client draw with probability
-  q; `events.dp_rec_round_event` builds a round) and `NoOpDpEvent`,
-  `NonPrivateDpEvent`, `ComposedDpEvent`, `SelfComposedDpEvent` of those,
-  for add/remove-one-client neighbours.
+  Supports, for add/remove-one-client neighbours:
+
+  * `DpRecRoundEvent` (a round of B draws with q = 1/N each: B releases
+    with probability q, per composition);
+  * `DpRecEvent` (a known participant's release: one release with
+    probability 1);
+  * `NoOpDpEvent`, `NonPrivateDpEvent`, and `ComposedDpEvent`,
+    `SelfComposedDpEvent` of supported events.
+
+  Other events, `PoissonSampledDpEvent` of a `DpRecEvent` among them (it
+  means independent inclusion, which is not how DP-REC samples), are
+  unsupported: `supports` is False and `compose` raises
+  `UnsupportedEventError`.
+
+  Attributes:
+    accounting: The accounting's name (`accountings`).
+    composes_exactly: Whether composing an event in steps leaves the state
+      that one composition of the total count leaves, to the last bit (the
+      state is a count of each kind of release).
   """
 
-  accounting: str  # The accounting's name (`accountings`).
+  accounting: str
+  composes_exactly = False
 
   def __init__(self, neighboring_relation: _NeighborRel):
     if neighboring_relation is not _NeighborRel.ADD_OR_REMOVE_ONE:
@@ -44,20 +61,25 @@ class DpRecAccountantBase(dp_accounting.PrivacyAccountant):
   @abc.abstractmethod
   def _compose_release(self, q: float, event: events.DpRecEvent,
                        count: int) -> None:
-    """Composes `count` draws of `event` with probability q (1: no sampling)."""
+    """Composes `count` releases of `event`, each with the target's message
+    with probability q (1: a known participant), count >= 1."""
 
   @abc.abstractmethod
   def _compose_non_private(self) -> None:
     """Makes every later epsilon infinite."""
 
-  def _check_sampling(self, event: dp_accounting.PoissonSampledDpEvent):
-    """None if `event`'s sampling probability is supported, else why not.
+  def compose(self, event: dp_accounting.DpEvent,
+              count: int = 1) -> 'DpRecAccountantBase':
+    """Composes `event` `count` times (dp_accounting's `compose`).
 
-    Returns:
-      None, or `CompositionErrorDetails` (a subclass that refuses some q).
+    Raises:
+      TypeError: If event is not a `DpEvent` or count not an int.
+      ValueError: If count is not positive, or for a message the accounting
+        cannot bound (no state changes).
+      UnsupportedEventError: For an event the accountant does not support.
     """
-    del event
-    return None
+    validation.check_positive_int(count, 'count')
+    return super().compose(event, int(count))
 
   def get_epsilon(self, target_delta: float) -> float:
     return self.get_epsilon_and_optimal_order(target_delta)[0]
@@ -74,6 +96,12 @@ class DpRecAccountantBase(dp_accounting.PrivacyAccountant):
         self._compose_non_private()
       return None
     if isinstance(event, dp_accounting.SelfComposedDpEvent):
+      if (isinstance(event.count, bool) or
+          not isinstance(event.count, (int, np.integer)) or event.count < 1):
+        return self.CompositionErrorDetails(
+            invalid_event=event,
+            error_message='SelfComposedDpEvent count must be a positive int, '
+            f'found {event.count!r}.')
       return self._maybe_compose(event.event, event.count * count, do_compose)
     if isinstance(event, dp_accounting.ComposedDpEvent):
       for e in event.events:
@@ -81,23 +109,28 @@ class DpRecAccountantBase(dp_accounting.PrivacyAccountant):
         if result is not None:
           return result
       return None
+    if isinstance(event, events.DpRecRoundEvent):
+      if do_compose:
+        self._compose_release(event.draw_rate, event.message_event,
+                              event.clients_per_round * count)
+      return None
     if isinstance(event, events.DpRecEvent):
       if do_compose:
         self._compose_release(1.0, event, count)
       return None
-    if isinstance(event, dp_accounting.PoissonSampledDpEvent):
-      if not isinstance(event.event, events.DpRecEvent):
-        return self.CompositionErrorDetails(
-            invalid_event=event,
-            error_message=f'{type(self).__name__} supports '
-            'PoissonSampledDpEvent of a DpRecEvent only, found subevent '
-            f'{event.event}.')
-      error = self._check_sampling(event)
-      if error is not None:
-        return error
-      q = event.sampling_probability
-      if do_compose and q > 0.0:  # q = 0 releases nothing of the target.
-        self._compose_release(q, event.event, count)
-      return None
     return self.CompositionErrorDetails(
-        invalid_event=event, error_message='Unsupported event.')
+        invalid_event=event, error_message=_unsupported_message(self, event))
+
+
+def _unsupported_message(accountant, event) -> str:
+  """Why `accountant` does not support `event`."""
+  name = type(accountant).__name__
+  if (isinstance(event, dp_accounting.PoissonSampledDpEvent) and
+      isinstance(event.event, events.DpRecEvent)):
+    return (f'{name} does not support PoissonSampledDpEvent of a DpRecEvent: '
+            'it means independent inclusion, and DP-REC draws clients with '
+            'replacement; compose a DpRecRoundEvent '
+            '(events.dp_rec_round_event) for a round.')
+  return (f'{name} supports DpRecRoundEvent, DpRecEvent, NoOpDpEvent, '
+          'NonPrivateDpEvent and their compositions, found '
+          f'{type(event).__name__}.')

@@ -5,7 +5,8 @@ accounting (`accountings`): `'pld'` (the default, `pld_accountant`: the
 smaller of the certified PLD and RDP epsilons), `'rdp'` (`rdp_accountant`)
 or `'paper'` (`paper_accountant`).
 `dp_rec_epsilon` is the epsilon of a training run (T rounds of B draws with
-q = 1/N), `dp_rec_local_epsilon` that of a known participant.
+q = 1/N: `events.DpRecRoundEvent` composed T times), `dp_rec_local_epsilon`
+that of a known participant (`events.DpRecEvent`).
 Derivations and what is assumed: docs/PRIVACY.md.
 """
 
@@ -98,19 +99,32 @@ def dp_rec_epsilon(*, clip_ratio: float, population: int,
   """
   validation.check_nonnegative_int(rounds, 'rounds')
   validation.check_probability(delta, 'delta')
-  q = events.draw_rate(population, clients_per_round)
-  bits, num_groups = events.resolve_bits(accounting, bits, num_groups,
-                                         total_bits)
+  event = round_event(clip_ratio=clip_ratio, population=population,
+                      clients_per_round=clients_per_round, bits=bits,
+                      num_groups=num_groups, total_bits=total_bits,
+                      accounting=accounting)
   accountant = make_dp_rec_accountant(accounting=accounting,
-                                     reverse_divergence=reverse_divergence)
-  event = dp_accounting.SelfComposedDpEvent(
-      dp_accounting.PoissonSampledDpEvent(
-          q, events.DpRecEvent(clip_ratio, bits, num_groups)),
-      clients_per_round)
+                                      reverse_divergence=reverse_divergence)
   if rounds == 0:
     return 0.0  # Nothing released.
   accountant.compose(event, rounds)
   return accountant.get_epsilon(delta)
+
+
+def round_event(*, clip_ratio: float, population: int,
+                clients_per_round: int, bits: Optional[int],
+                num_groups: Optional[int], total_bits: Optional[int],
+                accounting: str) -> events.DpRecRoundEvent:
+  """`events.dp_rec_round_event`, its message size checked for `accounting`.
+
+  Raises:
+    ValueError, TypeError: For invalid arguments.
+  """
+  events.resolve_bits(accounting, bits, num_groups, total_bits)
+  return events.dp_rec_round_event(
+      clip_ratio=clip_ratio, population=population,
+      clients_per_round=clients_per_round, bits=bits, num_groups=num_groups,
+      total_bits=total_bits)
 
 
 def dp_rec_local_epsilon(*, clip_ratio: float, delta: float,

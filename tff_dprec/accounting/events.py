@@ -1,10 +1,19 @@
-"""DP-REC's `DpEvent`, the event of one round, and the checks they share.
+"""DP-REC's `DpEvent`s: one client's release, and one round of draws.
 
-`DpRecEvent` holds data only, as `dp_accounting/dp_event.py`'s events do;
-the accountants (`pld_accountant`, `rdp_accountant`, `paper_accountant`)
-compose it, alone (a known participant) or inside
-`PoissonSampledDpEvent(q, DpRecEvent)` (one client draw with probability
-q, as `dp_rec_round_event` builds a round).
+Both hold data only, as `dp_accounting/dp_event.py`'s events do; the
+accountants (`pld_accountant`, `rdp_accountant`, `paper_accountant`, over
+`base_accountant`) interpret them:
+
+* `DpRecEvent`: one release of a known participant's message (no
+  amplification);
+* `DpRecRoundEvent`: one round of Algorithm 7, B draws with replacement
+  from N clients, each draw releasing the drawn client's message.
+
+A round is its own event because no dp_accounting event means the same:
+`PoissonSampledDpEvent` includes each record independently, and
+`SampledWithReplacementDpEvent` applies one event to the whole sample (and
+dp_accounting 0.4.3's accountants support neither for this). Build a round
+with `dp_rec_round_event`, which also takes the paper mode's `total_bits`.
 """
 
 from typing import Optional
@@ -31,6 +40,16 @@ def _check_num_groups(instance, attribute, value):
   validation.check_positive_int(value, 'num_groups')
 
 
+def _check_population(instance, attribute, value):
+  del instance, attribute
+  validation.check_positive_int(value, 'population')
+
+
+def _check_clients_per_round(instance, attribute, value):
+  del instance, attribute
+  validation.check_positive_int(value, 'clients_per_round')
+
+
 @attr.s(frozen=True, slots=True, auto_attribs=True)
 class DpRecEvent(dp_accounting.DpEvent):
   """One DP-REC release of one client's update.
@@ -39,6 +58,10 @@ class DpRecEvent(dp_accounting.DpEvent):
   `num_groups` groups and, for each group, sends the index of one of
   2^bits candidates drawn from p = N(0, s^2 I) with a public seed, chosen
   with probability proportional to q(x)/p(x), q = N(v_g, s^2 I).
+
+  Composed alone, it is the release of a known participant: for
+  add/remove-one-client neighbours, the client's message P_v against the
+  message of the same client with no data, P_0.
 
   Attributes:
     clip_ratio: c = l2_clip / noise_stddev (non-negative).
@@ -56,22 +79,77 @@ class DpRecEvent(dp_accounting.DpEvent):
     return self.bits * self.num_groups
 
 
+@attr.s(frozen=True, slots=True, auto_attribs=True)
+class DpRecRoundEvent(dp_accounting.DpEvent):
+  """One DP-REC round: B draws with replacement, each releasing a message.
+
+  Algorithm 7: each of the B = `clients_per_round` draws picks one of the
+  N = `population` clients uniformly at random, independently of the other
+  draws, and releases the picked client's message (`message_event`), so a
+  draw picks the target with probability q = 1/N (`draw_rate`). The
+  server sees every message: for add/remove-one-client neighbours a draw
+  that misses the target holds another client's message, so each draw is
+  bounded by the pair ((1 - q) P_y + q P_v, P_y) for the worst other
+  client y (docs/PRIVACY.md, Sections 3 and 9), and a round composes B
+  such draws. N >= 2: a draw must be able to miss the target.
+
+  Attributes:
+    population: N, the number of clients (at least 2).
+    clients_per_round: B, the draws of a round (at most N).
+    clip_ratio: c = l2_clip / noise_stddev of each message (non-negative).
+    bits: Index bits of each group.
+    num_groups: Groups of each message.
+  """
+  population: int = attr.ib(validator=_check_population)
+  clients_per_round: int = attr.ib(validator=_check_clients_per_round)
+  clip_ratio: float = attr.ib(validator=_check_clip_ratio)
+  bits: int = attr.ib(validator=_check_bits)
+  num_groups: int = attr.ib(validator=_check_num_groups)
+
+  def __attrs_post_init__(self):
+    draw_rate(self.population, self.clients_per_round)
+
+  @property
+  def draw_rate(self) -> float:
+    """q = 1/N, the probability that one draw picks a given client."""
+    return draw_rate(self.population, self.clients_per_round)
+
+  @property
+  def message_event(self) -> DpRecEvent:
+    """The `DpRecEvent` of each draw's message."""
+    return DpRecEvent(self.clip_ratio, self.bits, self.num_groups)
+
+  @property
+  def total_bits(self) -> int:
+    return self.bits * self.num_groups
+
+
 def dp_rec_round_event(*, clip_ratio: float, population: int,
                        clients_per_round: int, bits: Optional[int] = None,
                        num_groups: Optional[int] = None,
-                       total_bits: Optional[int] = None
-                       ) -> dp_accounting.DpEvent:
-  """One DP-REC round: B client draws with replacement, each with q = 1/N."""
-  q = draw_rate(population, clients_per_round)
+                       total_bits: Optional[int] = None) -> DpRecRoundEvent:
+  """The `DpRecRoundEvent` of one round: B draws with q = 1/N each.
+
+  Args:
+    clip_ratio: c = l2_clip / noise_stddev, >= 0.
+    population: N, at least 2.
+    clients_per_round: B, at most N.
+    bits: Index bits per group (with `num_groups`).
+    num_groups: Groups per message (with `bits`).
+    total_bits: The paper mode's message size as one index of that many
+      bits (one group), instead of `bits` and `num_groups`.
+
+  Raises:
+    ValueError, TypeError: For invalid arguments.
+  """
+  draw_rate(population, clients_per_round)
   if total_bits is not None:
     bits, num_groups = resolve_bits(accountings.PAPER, bits, num_groups,
                                     total_bits)
   else:
     bits, num_groups = resolve_bits(accountings.PLD, bits, num_groups, None)
-  return dp_accounting.SelfComposedDpEvent(
-      dp_accounting.PoissonSampledDpEvent(
-          q, DpRecEvent(clip_ratio, bits, num_groups)),
-      clients_per_round)
+  return DpRecRoundEvent(population, clients_per_round, clip_ratio, bits,
+                         num_groups)
 
 
 def resolve_bits(accounting: str, bits: Optional[int],
