@@ -24,10 +24,10 @@ class DpRecAccountantBase(dp_accounting.PrivacyAccountant):
 
   Supports, for add/remove-one-client neighbours:
 
-  * `DpRecRoundEvent` (a round of B draws with q = 1/N each: B releases
-    with probability q, per composition);
-  * `DpRecEvent` (a known participant's release: one release with
-    probability 1);
+  * `DpRecRoundEvent`: a round, B releases per composition, each holding
+    the target's message with probability q = 1/N;
+  * `DpRecEvent`: a known participant's release, one per composition,
+    holding the target's message (q = 1);
   * `NoOpDpEvent`, `NonPrivateDpEvent`, and `ComposedDpEvent`,
     `SelfComposedDpEvent` of supported events.
 
@@ -123,14 +123,8 @@ class DpRecAccountantBase(dp_accounting.PrivacyAccountant):
 
 
 def _unsupported_message(accountant, event) -> str:
-  """Why `accountant` does not support `event`."""
-  name = type(accountant).__name__
-  if (isinstance(event, dp_accounting.PoissonSampledDpEvent) and
-      isinstance(event.event, events.DpRecEvent)):
-    return (f'{name} does not support PoissonSampledDpEvent of a DpRecEvent: '
-            'it means independent inclusion, and DP-REC draws clients with '
-            'replacement; compose a DpRecRoundEvent '
-            '(events.dp_rec_round_event) for a round.')
-  return (f'{name} supports DpRecRoundEvent, DpRecEvent, NoOpDpEvent, '
-          'NonPrivateDpEvent and their compositions, found '
+  """Why `accountant` does not support `event`: what it supports."""
+  return (f'{type(accountant).__name__} supports DpRecRoundEvent (a round of '
+          'draws with replacement: events.dp_rec_round_event), DpRecEvent, '
+          'NoOpDpEvent, NonPrivateDpEvent and their compositions, found '
           f'{type(event).__name__}.')

@@ -61,7 +61,8 @@ class DpRecPldAccountant(rdp_accountant.DpRecRdpAccountant):
 
   @property
   def pld(self) -> 'ComposedPld':
-    """The PLD of the releases composed so far (c > 0)."""
+    """The PLD of the releases composed so far (those with c > 0: c = 0
+    releases nothing)."""
     return self._pld
 
   def _compose_release(self, q, event, count):
