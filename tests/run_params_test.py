@@ -106,6 +106,23 @@ class PinnedCalibrationTest(tf.test.TestCase):
       # This machine's accountant puts the pin over the target: not used.
       self.assertEqual(self._calibrate(lambda c: 2.0 + (c > 1.0)), 1.0)
 
+  def test_a_pin_meets_the_target_with_the_margin_or_is_refused(self):
+    # The target is 2.0; the pin's epsilon is set by the pin alone (the
+    # calibration's own value, 1.0, is never checked).
+    margin = calibration_cache.PIN_EPSILON_MARGIN
+    self.assertEqual(margin, 1e-6)
+    pin = _ulps_down(1.0, 5)
+    at_margin = 2.0 * (1 - margin)
+    for epsilon, used in (
+        (2.0, False),  # On the target: refused (it was used before).
+        (2.0 * (1 - 2e-8), False),  # Within FFT round-off: refused.
+        (math.nextafter(at_margin, 3.0), False),  # Just inside the margin.
+        (at_margin, True),  # On the margin: used.
+        (2.0 * (1 - 1e-5), True)):  # A lattice answer's margin: used.
+      with calibration_cache.pinned([pin]):
+        got = self._calibrate(lambda c, e=epsilon: e if c == pin else 1.0)
+      self.assertEqual(got, pin if used else 1.0, epsilon)
+
 
 class ResumeAcrossMachinesTest(tf.test.TestCase):
   """A DP-REC run killed after round 3, resumed where its calibration

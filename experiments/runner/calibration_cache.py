@@ -18,7 +18,7 @@ A resumed run pins the values it started with (`pinned`): another machine's
 calibration can differ from them in the last bits (FFTs round differently)
 or, after the accountant's search changed, by a little more,
 and the run continues at its own values, each checked against the target by
-the current accountant as a cached value is.
+the current accountant with a margin (`PIN_EPSILON_MARGIN`).
 
 Location: $TFF_DPREC_CALIBRATION_CACHE, else ~/.cache/tff_dprec/calibrations;
 TFF_DPREC_CALIBRATION_CACHE=off disables it.
@@ -42,8 +42,28 @@ _DEFAULT = os.path.join('~', '.cache', 'tff_dprec', 'calibrations')
 # certified bound (seen: c 1.5e-6 and z 1e-6 apart, relative, when the
 # accountant's search changed). Far below any setting a user would call
 # different. Privacy is not relaxed by it: a pinned value is used only when
-# this process's accountant puts it within the target (`_pin`).
+# this process's accountant puts it within the target with a margin
+# (`_pin`).
 CALIBRATION_RTOL = 1e-5
+# A pinned value is used only where this process's accountant puts its
+# epsilon at most target * (1 - PIN_EPSILON_MARGIN). The PLD accountant's
+# epsilon moves by about 1e-7 (relative) between machines, whose FFTs round
+# differently, so a pin meeting the target by less (an older search's
+# answer was seen 2e-8 below it) may miss it on the machine that made it,
+# or in exact arithmetic. 1e-6 is ten times that round-off, and below the
+# margin today's PLD calibrations leave by construction: their answer is a
+# lattice point one relative step of 1e-6 (in c, or in 1/z) inside the
+# largest one meeting the target (`lattice_search`), which puts its epsilon
+# (of slope about 2 to 6 in c at the experiments' settings) 3e-6 to 3e-5
+# below the target. A pin in the last bits of such an answer passes; one
+# closer to the target is refused, and the run goes on at this machine's
+# value (a started run's ledger then refuses it; a finished record is not
+# reused). The other searches (DDGauss's, the 'rdp' and 'paper'
+# accountings') stop anywhere within a relative tol of the boundary and
+# may leave less: their pins are then refused too, the safe way. A margin
+# rather than "a lattice point known to meet the target": a pin from
+# another machine or release need not lie on this machine's lattice.
+PIN_EPSILON_MARGIN = 1e-6
 _PINS = []
 # (key, value as JSON) of the cached values this process has checked.
 _CHECKED = set()
@@ -59,8 +79,9 @@ def same_calibration(a, b) -> bool:
 @contextlib.contextmanager
 def pinned(values: Iterable[float]):
   """Within: a calibration returns a value of `values` in place of its own
-  result when the two agree to `CALIBRATION_RTOL` and the pinned value meets
-  the target under the current accountant."""
+  result when the two agree to `CALIBRATION_RTOL` and the current accountant
+  puts the pinned value's epsilon at most target * (1 -
+  `PIN_EPSILON_MARGIN`)."""
   _PINS.append(tuple(v for v in values if isinstance(v, float)))
   try:
     yield
@@ -69,9 +90,12 @@ def pinned(values: Iterable[float]):
 
 
 def _pin(value, epsilon_fn, target_epsilon):
+  """The pinned value in place of `value`, if one agrees with it and meets
+  the target with the margin; else `value`."""
+  bound = target_epsilon * (1 - PIN_EPSILON_MARGIN)
   for pin in (_PINS[-1] if _PINS else ()):
     if pin != value and same_calibration(pin, value) and (
-        epsilon_fn(pin) <= target_epsilon):
+        epsilon_fn(pin) <= bound):
       return pin
   return value
 
