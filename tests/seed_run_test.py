@@ -1,13 +1,16 @@
 """Tests of experiments.runner.seed_run's resume: runs of `experiments.run`
 killed at any phase of a round resume to the results of an uninterrupted
-run, and never under-count the privacy spent."""
+run, and never under-count the privacy spent; and a run stops before a
+round that would exceed its target epsilon."""
 
 import csv
 import json
+import math
 import os
 import shutil
 import signal
 import tempfile
+import types
 from unittest import mock
 
 import numpy as np
@@ -17,6 +20,7 @@ from experiments.infra import compile_cache
 from experiments.infra import test_hooks
 from experiments.runner import execution
 from experiments.runner import planning
+from experiments.runner import seed_run
 from tests import support
 from tff_dprec import accounting
 
@@ -292,6 +296,47 @@ def _corrupt(checkpoint):
       chunk = f.read(16)
       f.seek(size // 2)
       f.write(bytes(b ^ 0xFF for b in chunk))
+
+
+class BudgetTest(tf.test.TestCase):
+  """`seed_run._within_budget`: a round runs only if the epsilon after it
+  is at most the target, with no tolerance."""
+
+  def _rounds_run(self, epsilons, target=2.0, lost_rounds=0, private=True):
+    """(rounds the loop of `train_seed` runs, `progress.stopped`) for a run
+    whose epsilon after round r is epsilons[r - 1]."""
+    run_ = types.SimpleNamespace(
+        aggregator=types.SimpleNamespace(
+            private=private, epsilon_after=lambda r: epsilons[r - 1]),
+        config=types.SimpleNamespace(target_epsilon=target))
+    progress = types.SimpleNamespace(lost_rounds=lost_rounds, stopped=None)
+    rounds = 0
+    for round_num in range(1, len(epsilons) - lost_rounds + 1):
+      if not seed_run._within_budget(run_, progress, round_num):  # pylint: disable=protected-access
+        break
+      rounds = round_num
+    return rounds, progress.stopped
+
+  def test_a_run_stops_before_it_would_exceed_the_target(self):
+    over = 2.0 * (1 + 1e-10)  # Within the old slack of 1e-9.
+    rounds, stopped = self._rounds_run([1.0, 1.9, over, 2.5])
+    self.assertEqual(rounds, 2)
+    self.assertEqual(stopped, 'stopped before round 3: epsilon would reach '
+                     f'{over!r} > 2.0')
+    rounds, stopped = self._rounds_run([1.0, 1.9, 2.0009, 2.5])
+    self.assertEqual(stopped, 'stopped before round 3: epsilon would reach '
+                     '2.0009 > 2.0')
+
+  def test_the_target_itself_is_within_the_budget(self):
+    self.assertEqual(self._rounds_run([1.0, 1.9, 2.0]), (3, None))
+
+  def test_lost_rounds_are_spent(self):
+    # Round 2 runs as the third spent round: epsilon 2.5 is over the target.
+    self.assertEqual(self._rounds_run([1.0, 1.9, 2.5], lost_rounds=1)[0], 1)
+
+  def test_nan_stops_and_a_non_private_run_never_does(self):
+    self.assertEqual(self._rounds_run([1.0, math.nan])[0], 1)
+    self.assertEqual(self._rounds_run([9.0, 9.0], private=False), (2, None))
 
 
 if __name__ == '__main__':

@@ -213,14 +213,23 @@ def _resume(run_, state):
 
 
 def _within_budget(run_, progress, round_num) -> bool:
-  """False (and the reason in `progress.stopped`) past the privacy budget."""
+  """False (and the reason in `progress.stopped`) past the privacy budget.
+
+  Round `round_num` runs only if the epsilon after it (lost rounds counted)
+  is at most the target, with no tolerance: a calibration's own value meets
+  the target by its accountant's check, and the per-round epsilons are the
+  same accountant's.
+  """
   if not run_.aggregator.private:
     return True
+  target = run_.config.target_epsilon
   next_epsilon = run_.aggregator.epsilon_after(round_num + progress.lost_rounds)
-  if not next_epsilon <= run_.config.target_epsilon * (1 + 1e-9):
+  if not next_epsilon <= target:  # nan too.
+    shown = f'{next_epsilon:.4f}'
+    if float(shown) <= target:  # The excess is below 4 decimals: all digits.
+      shown = repr(next_epsilon)
     progress.stopped = (f'stopped before round {round_num}: epsilon would '
-                        f'reach {next_epsilon:.4f} > '
-                        f'{run_.config.target_epsilon}')
+                        f'reach {shown} > {target}')
     return False
   return True
 
