@@ -310,9 +310,10 @@ class BudgetTest(tf.test.TestCase):
             private=private, epsilon_after=lambda r: epsilons[r - 1]),
         config=types.SimpleNamespace(target_epsilon=target))
     progress = types.SimpleNamespace(lost_rounds=lost_rounds, stopped=None)
+    within_budget = seed_run._within_budget  # pylint: disable=protected-access
     rounds = 0
     for round_num in range(1, len(epsilons) - lost_rounds + 1):
-      if not seed_run._within_budget(run_, progress, round_num):  # pylint: disable=protected-access
+      if not within_budget(run_, progress, round_num):
         break
       rounds = round_num
     return rounds, progress.stopped
