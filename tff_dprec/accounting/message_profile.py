@@ -27,6 +27,7 @@ from tff_dprec import validation
 from tff_dprec.accounting import channel
 from tff_dprec.accounting import loss_pmf
 from tff_dprec.accounting import profile
+from tff_dprec.accounting import worst_pair
 
 # Integer orders of the Renyi bounds that the profiles are converted from.
 PROFILE_ORDERS = tuple(range(2, 65))
@@ -78,9 +79,15 @@ def _message_profiles(clip_ratio, bits, num_groups, max_epsilon):
   reverse = profile.from_rdp(PROFILE_ORDERS, reverse_rdp, step, max_epsilon)
   substitution_rdp = channel.substitution_rdp(
       clip_ratio=c, bits=bits, num_groups=num_groups, orders=PROFILE_ORDERS)
-  substitution = profile.minimum(
+  bounds = [
       profile.from_rdp(PROFILE_ORDERS, substitution_rdp, step, max_epsilon),
-      profile.triangle(forward, reverse, first_cap=cap))
+      profile.triangle(forward, reverse, first_cap=cap)]
+  if num_groups == 1 and c > 0 and bits <= worst_pair.MAX_BITS:
+    # The antipodal pair at full norm is the worst pair (docs/PRIVACY.md,
+    # Theorem 11.1).
+    bounds.append(worst_pair.antipodal_profile(
+        clip_ratio=c, bits=bits, step=step, max_epsilon=max_epsilon))
+  substitution = profile.minimum(*bounds)
   return forward, reverse, substitution
 
 
