@@ -74,8 +74,18 @@ def config_from_flags():
       server_momentum=_SERVER_MOMENTUM.value, progress=_PROGRESS.value,
       downlink=_DOWNLINK.value, verify_clients=_VERIFY_CLIENTS.value,
       resume=_RESUME.value, insecure_test_seed=_INSECURE_TEST_SEED.value,
-      workers=_WORKERS.value, jobs=_JOBS.value, accounting=_ACCOUNTING.value,
+      workers=_WORKERS.value, jobs=jobs_from_flags(),
+      accounting=_ACCOUNTING.value,
       population=parse_population(_POPULATION.value))
+
+
+def jobs_from_flags() -> int:
+  """--jobs, else one process per core, at most one per run
+  (`config.default_jobs`)."""
+  if _JOBS.value is not None:
+    return _JOBS.value
+  return config_lib.default_jobs(len(_AGGREGATORS.value) * _NUM_SEEDS.value,
+                                 workers=_WORKERS.value)
 
 
 def _fail(error):
@@ -263,12 +273,14 @@ def _define_execution_flags():
       'Run on this many TFF C++ worker processes on loopback (started and '
       'stopped by the run); 0 = the local execution context.')
   _JOBS = flags.DEFINE_integer(
-      'jobs', 1,
-      'Train the (aggregator, seed) runs in this many processes side by side, '
-      'for machines with more cores than one TFF process keeps busy (about '
-      'one to two); each writes <output_dir>/<task>/jobs/job<j>.log, and the '
-      'results are the same files as from one process. s/round then counts '
-      'the sharing of cores.')
+      'jobs', None,
+      'Train the (aggregator, seed) runs in this many processes side by side '
+      '(default: one per core, at most one per run; 1 with --workers): one '
+      'TFF process keeps one to two cores busy, and a run\'s fixed costs are '
+      'serial. Each writes <output_dir>/<task>/jobs/job<j>.log, relayed '
+      'line by line with a [job j] prefix, and the results are the same '
+      'files as from one process. --jobs=1 trains in this process. s/round '
+      'then counts the sharing of cores.')
   _VERIFY_CLIENTS = flags.DEFINE_integer(
       'verify_replay_clients', 3,
       'With history downlinks, replay this many clients and check their model '

@@ -310,13 +310,13 @@ class NormalRunTest(tf.test.TestCase):
         mock.patch.object(run_lib, '_fail', cli.fail):
       self._run_ok(run_lib, ['--task=digits', '--aggregators=fedavg',
                              '--rounds=2', '--clients_per_round=4',
-                             '--noprogress', '--noplan',
+                             '--noprogress', '--noplan', '--jobs=1',
                              '--output_dir=/nonexistent'])
     config, = trained
     self.assertEqual((config.task, config.aggregators, config.rounds,
                       config.clients_per_round, config.progress,
-                      config.num_seeds),
-                     ('digits', ('fedavg',), 2, 4, False, 3))
+                      config.num_seeds, config.jobs),
+                     ('digits', ('fedavg',), 2, 4, False, 3, 1))
 
   def test_tune(self):
     trained = []

@@ -1,15 +1,20 @@
 """Tests for experiments.runner.jobs: runs spread over processes."""
 
+import contextlib
 import dataclasses
+import io
 import json
 import os
+import sys
 from unittest import mock
 
+from absl.testing import absltest
 from absl.testing import parameterized
 import numpy as np
 import tensorflow as tf
 
 from experiments.runner import config as config_lib
+from experiments.runner import job_plan
 from experiments.runner import jobs
 from experiments.runner import registry
 from experiments.infra import test_hooks
@@ -23,28 +28,157 @@ _MAIN_JOB = ('dp_rec', 'dp_rec_no_noise', 'ddgauss16', 'ddgauss16_no_noise',
 class SplitRunsTest(parameterized.TestCase):
 
   @parameterized.parameters(1, 2, 3, 7)
-  def test_every_run_once_in_order_and_balanced(self, num_jobs):
+  def test_every_run_once_grouped_and_balanced(self, num_jobs):
     runs = [(name, seed) for name in _MAIN_JOB for seed in (0, 1, 2)]
     shares = jobs.split_runs(runs, num_jobs)
     self.assertLen(shares, num_jobs)
     self.assertCountEqual([r for share in shares for r in share], runs)
+    costs = {name: registry.get(name).relative_cost for name in _MAIN_JOB}
     for share in shares:
-      self.assertEqual(share, sorted(share, key=runs.index))
-    loads = [sum(registry.get(name).relative_cost for name, _ in share)
-             for share in shares]
-    # Longest processing time first: no list exceeds another by more than
-    # one run's cost.
-    largest = max(registry.get(name).relative_cost for name in _MAIN_JOB)
-    self.assertLessEqual(max(loads) - min(loads), largest)
+      names = list(dict.fromkeys(name for name, _ in share))
+      # Aggregators costliest first, each with its seeds together, in order.
+      self.assertEqual(names, sorted(names, key=lambda n: -costs[n]))
+      for name in names:
+        seeds = [s for n, s in share if n == name]
+        self.assertEqual(seeds, sorted(seeds))
+        self.assertEqual(share[share.index((name, seeds[0])):][:len(seeds)],
+                         [(name, s) for s in seeds])
+    loads = [sum(costs[name] for name, _ in share) for share in shares]
+    # The contiguous split with the least largest load: no share exceeds
+    # the mean by more than one run's cost.
+    self.assertLessEqual(max(loads),
+                         sum(loads) / num_jobs + max(costs.values()))
+
+  def test_the_main_job_in_two(self):
+    # Grouped by sampling: DP-REC with its control (with replacement) in
+    # one job, the fixed-size and Poisson samplers' runs in the other but
+    # for one DDGauss seed; each share ends with its cheapest runs.
+    runs = [(name, seed) for name in _MAIN_JOB + ('dp_fedavg_rdp',)
+            for seed in (0, 1, 2)]
+    first, second = jobs.split_runs(runs, 2)
+    self.assertEqual(first, [('dp_rec', 0), ('dp_rec', 1), ('dp_rec', 2),
+                             ('ddgauss16', 0), ('dp_rec_no_noise', 0),
+                             ('dp_rec_no_noise', 1), ('dp_rec_no_noise', 2)])
+    self.assertEqual(second[:2], [('ddgauss16', 1), ('ddgauss16', 2)])
+    self.assertEqual(second[-3:], [('dp_fedavg_no_noise', s) for s in range(3)])
 
   def test_more_jobs_than_runs(self):
     shares = jobs.split_runs([('fedavg', 0), ('dp_rec', 0)], 5)
-    self.assertEqual(shares, [[('dp_rec', 0)], [('fedavg', 0)]])
+    self.assertEqual(shares, [[('fedavg', 0)], [('dp_rec', 0)]])
+    self.assertEqual(jobs.split_runs([], 2), [])
 
   @parameterized.parameters(0, -1, 1.5, True, '2')
   def test_bad_jobs(self, value):
     with self.assertRaisesRegex(ValueError, 'jobs must be a positive int'):
       jobs.split_runs([('fedavg', 0)], value)
+
+
+class ScheduleTest(absltest.TestCase):
+
+  def _claims(self):
+    claims = job_plan.Claims(os.path.join(self.create_tempdir().full_path,
+                                          'claims'))
+    claims.reset()
+    return claims
+
+  def test_own_share_then_the_others_from_their_ends(self):
+    claims = self._claims()
+    shares = [[('dp_rec', 0)],
+              [('fedavg', 0), ('fedavg', 1), ('dp_fedavg', 0)]]
+    said = []
+    second = job_plan.schedule(shares, 1, claims)
+    self.assertEqual(next(second), ('fedavg', 0))
+    # Job 0 trains its run, then takes over the other share's last.
+    self.assertEqual(list(job_plan.schedule(shares, 0, claims, said.append)),
+                     [('dp_rec', 0), ('dp_fedavg', 0), ('fedavg', 1)])
+    self.assertEqual(said, ['job 0 takes over dp_fedavg seed 0 from job 1.',
+                            'job 0 takes over fedavg seed 1 from job 1.'])
+    self.assertEqual(list(second), [])  # All taken.
+
+  def test_every_run_once_whatever_the_interleaving(self):
+    runs = [(name, seed) for name in _MAIN_JOB for seed in (0, 1, 2)]
+    shares = jobs.split_runs(runs, 3)
+    claims = self._claims()
+    schedules = [job_plan.schedule(shares, j, claims) for j in range(3)]
+    rng = np.random.default_rng(0)
+    trained, live = [], list(range(3))
+    while live:
+      j = live[rng.integers(len(live))]
+      run = next(schedules[j], None)
+      if run is None:
+        live.remove(j)
+      else:
+        trained.append(run)
+    self.assertCountEqual(trained, runs)
+
+  def test_claims_are_exclusive_and_reset(self):
+    claims = self._claims()
+    self.assertTrue(claims.take(('fedavg', -1)))
+    self.assertFalse(claims.take(('fedavg', -1)))
+    self.assertTrue(claims.taken(('fedavg', -1)))
+    claims.reset()
+    self.assertFalse(claims.taken(('fedavg', -1)))
+
+
+class OutputTest(absltest.TestCase):
+  """What the parent prints of its children's logs."""
+
+  def test_whole_lines_with_the_job_prefix_native_chatter_left_out(self):
+    log = os.path.join(self.create_tempdir().full_path, 'job3.log')
+    with open(log, 'w') as f:
+      f.write('--- header\n')
+      offset = f.tell()
+      f.write('[so/fedavg] round 10/50 loss=0.1\n'
+              '2026-11-27 16:23:42.237442: E tensorflow/core/x.cc:1] noise\n'
+              'I0000 00:00:1 grpc chatter\n'
+              'F0000 00:00:1 fatal: why the job died\n'
+              '[so/fedavg] seed 0: fin')
+    printed = []
+    print_new_lines = jobs._print_new_lines  # pylint: disable=protected-access
+    offset = print_new_lines(log, offset, '[job 3] ', printed.append,
+                             final=False)
+    # The partial last line waits for its end.
+    self.assertEqual(printed, ['[job 3] [so/fedavg] round 10/50 loss=0.1',
+                               '[job 3] F0000 00:00:1 fatal: why the job died'])
+    with open(log, 'a') as f:
+      f.write('al\n')
+    printed.clear()
+    print_new_lines(log, offset, '[job 3] ', printed.append, final=True)
+    self.assertEqual(printed, ['[job 3] [so/fedavg] seed 0: final'])
+
+  def test_a_share_in_one_line(self):
+    names = jobs._names  # pylint: disable=protected-access
+    self.assertEqual(names([('dp_rec', 0), ('dp_rec', 1), ('fedavg', 2)]),
+                     'dp_rec seeds 0, 1, fedavg seed 2')
+
+
+class ChildCommandTest(absltest.TestCase):
+  """The child's command line: absl's flags, no positional arguments."""
+
+  def test_unexpected_arguments_are_refused_in_one_line(self):
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), \
+        self.assertRaises(SystemExit) as exit_:
+      support.run_main(jobs, ['job0.json'])
+    self.assertEqual(exit_.exception.code, 2)
+    self.assertEqual(err.getvalue(),
+                     "error: Unexpected arguments: ['job0.json']\n")
+
+  def test_no_job_on_stdin_ends_at_once(self):
+    # The parent closes the stdin of a child it needs no job from.
+    with mock.patch.object(sys, 'stdin', io.StringIO('')), \
+        mock.patch.object(jobs, 'train_job') as train_job:
+      support.run_main(jobs, [])
+    train_job.assert_not_called()
+
+  def test_a_job_file_by_flag(self):
+    path = os.path.join(self.create_tempdir().full_path, 'job0.json')
+    with open(path, 'w') as f:
+      json.dump({'log': 'unused'}, f)
+    with mock.patch.object(sys, 'stdin', io.StringIO('')), \
+        mock.patch.object(jobs, 'train_job') as train_job:
+      support.run_main(jobs, [f'--job_file={path}'])
+    self.assertEqual(train_job.call_args.args[0], {'log': 'unused'})
 
 
 class ConfigTest(parameterized.TestCase):
@@ -93,7 +227,7 @@ class RunTest(tf.test.TestCase):
     base = dict(task='stackoverflow_lr',
                 aggregators=('dp_fedavg', 'fedavg', 'dp_fedavg_no_noise'),
                 data_dir=data_dir, rounds=2, clients_per_round=4, seed=5,
-                target_epsilon=8.0, eval_every=2, progress=False,
+                target_epsilon=8.0, eval_every=2, progress=True,
                 embedded_config=_TINY)
     config = config_lib.RunConfig(output_dir=output_dir, jobs=2, **base)
     lines = []
@@ -110,6 +244,10 @@ class RunTest(tf.test.TestCase):
                   f'{task_dir}/jobs/job0.log).', lines)
     self.assertTrue(any(line.startswith('[job 1] [stackoverflow_lr/fedavg] '
                                         'seed 5: final') for line in lines))
+    # Progress as plain lines, each with its job's prefix.
+    self.assertTrue(any(line.startswith('[job 1] [stackoverflow_lr/fedavg] '
+                                        'round 2/2 ') for line in lines),
+                    lines)
     finished = {name: os.path.getmtime(
         os.path.join(task_dir, name, 'seed5', 'record.json'))
                 for name in ('fedavg', 'dp_fedavg_no_noise')}
@@ -156,6 +294,10 @@ class RunTest(tf.test.TestCase):
                           for l in lines), lines)
       self.assertTrue(os.path.exists(os.path.join(got, 'summary.json')))
       self._assert_same_state(task_dir, got, name)
+    phase_lines = [l for l in lines if l.startswith(
+        'Time by phase in the 2 jobs (s, summed over them): ')]
+    self.assertLen(phase_lines, 1)
+    self.assertIn('process.next ', phase_lines[0])
 
   def _assert_same_state(self, task_dir, other_dir, name):
     states = [os.path.join(folder, name, 'seed5', 'checkpoints', 'round_2',

@@ -1,15 +1,18 @@
 """Tests of experiments.run's command line: bad flags and errors once the
 run starts are refused in one line."""
 
+import os
 import re
 import subprocess
 import sys
+from unittest import mock
 
 from absl import flags as absl_flags
 from absl.testing import absltest
 from absl.testing import parameterized
 
 from experiments import run as run_lib
+from experiments.runner import config as config_lib
 from tests import support
 
 
@@ -100,6 +103,42 @@ class CliTest(parameterized.TestCase):
     self.assertIn("error: --grids: dp_rec: 'target_epsilon' cannot vary",
                   result.stderr)
     self.assertNotIn('Traceback', result.stderr)
+
+
+class JobsDefaultTest(parameterized.TestCase):
+  """--jobs: one process per core by default, at most one per run."""
+
+  @parameterized.named_parameters(
+      # The main job: 8 aggregators x 3 seeds = 24 runs.
+      ('one_core', 1, [], 1),
+      ('two_cores', 2, [], 2),
+      ('more_cores_than_runs', 64, [], 24),
+      ('one_run', 2, ['--aggregators=fedavg', '--num_seeds=1'], 1),
+      ('three_runs', 8, ['--aggregators=fedavg', '--num_seeds=3'], 3),
+      ('one_process_asked', 2, ['--jobs=1'], 1),
+      ('more_asked', 2, ['--jobs=3'], 3),
+      ('workers', 2, ['--aggregators=fedavg', '--workers=2'], 1),
+  )
+  def test_jobs(self, cores, flags, expected):
+    define_flags = run_lib._define_flags  # pylint: disable=protected-access
+    with support.command_flags(define_flags), mock.patch.object(
+        config_lib, 'available_cores', return_value=cores):
+      absl_flags.FLAGS(['experiments.run', '--noprogress'] + flags)
+      self.assertEqual(run_lib.config_from_flags().jobs, expected)
+
+  def test_a_refused_count_is_refused_by_run_config(self):
+    define_flags = run_lib._define_flags  # pylint: disable=protected-access
+    with support.command_flags(define_flags), \
+        self.assertRaisesRegex(ValueError, 'num_seeds'):
+      absl_flags.FLAGS(['experiments.run', '--num_seeds=0'])
+      run_lib.config_from_flags()
+
+  def test_available_cores_are_this_process_s(self):
+    with mock.patch.object(os, 'sched_getaffinity', return_value={0, 3, 5}):
+      self.assertEqual(config_lib.available_cores(), 3)
+    self.assertEqual(config_lib.default_jobs(5, workers=0),
+                     min(5, config_lib.available_cores()))
+    self.assertEqual(config_lib.default_jobs(5, workers=2), 1)
 
 
 if __name__ == '__main__':

@@ -42,14 +42,23 @@ COMPARED_RECORD_KEYS = ('final_metric', 'final_metrics', 'epsilon', 'rounds',
 def run_cli(args, env_extra=None, timeout=600, plan=False):
   """`python -m experiments.run --noprogress --num_seeds=1 *args`, with
   `--noplan` unless `plan` (the planner's lines are planning_test's and the
-  main job's; cold, they cost a run more than its rounds)."""
+  main job's; cold, they cost a run more than its rounds), and `--jobs=1`
+  unless `args` say (one process: what these tests check; jobs_test and
+  run_test check jobs)."""
   env = dict(os.environ)
   env.pop(KILL_ENV, None)
   env.update(env_extra or {})
   return subprocess.run(
       [sys.executable, '-m', 'experiments.run', '--noprogress',
-       '--num_seeds=1'] + ([] if plan else ['--noplan']) + args,
+       '--num_seeds=1'] + ([] if plan else ['--noplan']) + _one_job(args),
       cwd=REPO, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def _one_job(args) -> list:
+  """`args` with `--jobs=1` first unless they give --jobs."""
+  if any(a.startswith('--jobs') for a in args):
+    return list(args)
+  return ['--jobs=1'] + list(args)
 
 
 def run_in_process(args, env_extra=None, plan=False):
@@ -71,7 +80,7 @@ def run_in_process(args, env_extra=None, plan=False):
   if KILL_ENV in env:
     raise ValueError(f'run_in_process cannot be killed: {env[KILL_ENV]!r}')
   argv = (['experiments.run', '--noprogress', '--num_seeds=1'] +
-          ([] if plan else ['--noplan']) + list(args))
+          ([] if plan else ['--noplan']) + _one_job(args))
   # Files, not StringIO: TFF starts its worker with this stdout and stderr.
   with tempfile.TemporaryFile('w+') as out, \
       tempfile.TemporaryFile('w+') as err:

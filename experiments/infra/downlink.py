@@ -7,8 +7,17 @@ a sample of clients compared bit for bit with the server's model. For an
 aggregator simulated in law (no messages) the downlinks are sized
 analytically: the log counts each round's messages, which is all that its
 sizes depend on, and nothing is replayed.
+
+A replay is a function of the client's state and the log's messages only,
+so clients that start from the same state (the initial model, for every
+tracked client first seen at the same round) and receive the same rounds
+get one replay, computed once: a random tracked client is mostly first
+seen at the end, and each of them would otherwise decode the whole log
+again.
 """
 
+import collections
+import hashlib
 from typing import Sequence
 
 import numpy as np
@@ -51,6 +60,7 @@ class HistoryDownlink:
         model_fn=model_fn, factory=factory, server_optimizer=server_optimizer)
     self._server = None
     self._clients = {}
+    self._replays = collections.OrderedDict()
     self.history_downlinks = 0
     self.full_downlinks = 0
     self.checks = 0
@@ -113,8 +123,7 @@ class HistoryDownlink:
       payload = self._server.messages(downlink)
     else:
       payload = (server_weights, state.finalizer)
-    replayed = self._replay.receive(self._clients.get(client), downlink,
-                                    payload)
+    replayed = self._receive(self._clients.get(client), downlink, payload)
     self._clients[client] = replayed
     self.checks += 1
     exact = (_bit_equal(replayed.weights, server_weights) and
@@ -126,6 +135,23 @@ class HistoryDownlink:
       diff = np.max(np.abs(np.asarray(a, np.float64) -
                            np.asarray(b, np.float64)), initial=0.0)
       self.max_abs_diff = max(self.max_abs_diff, float(diff))
+
+  def _receive(self, client_state, downlink, payload):
+    """`ClientReplay.receive`, once per starting state and history."""
+    if downlink.kind != history.HISTORY:
+      return self._replay.receive(client_state, downlink, payload)
+    start = client_state
+    if downlink.initial_seed is not None:
+      start = self._replay.initial_state(downlink.initial_seed)
+    if start is None:  # `receive` says what is wrong.
+      return self._replay.receive(client_state, downlink, payload)
+    key = (downlink.first_round, downlink.round_num, _state_digest(start))
+    if key not in self._replays:
+      self._replays[key] = self._replay.receive(client_state, downlink,
+                                                payload)
+      if len(self._replays) > _REPLAYS_KEPT:
+        self._replays.popitem(last=False)
+    return self._replays[key]
 
   def get_state(self) -> dict:
     """Everything needed to continue after a restart (JSON-encodable)."""
@@ -170,6 +196,23 @@ class HistoryDownlink:
         replay_mismatches=self.mismatches,
         replay_max_abs_diff=self.max_abs_diff,
         log_rounds_kept=self.log_rounds)
+
+
+# Replays kept for clients that start where another one started.
+_REPLAYS_KEPT = 16
+
+
+def _state_digest(state) -> str:
+  """SHA-256 of a `ReplayState`: its round and every value, bit for bit."""
+  digest = hashlib.sha256(str(state.round_num).encode())
+  for leaf in tf.nest.flatten((list(state.weights.trainable),
+                               list(state.weights.non_trainable),
+                               state.optimizer_state)):
+    array = np.asarray(leaf)
+    digest.update(array.dtype.str.encode())
+    digest.update(str(array.shape).encode())
+    digest.update(np.ascontiguousarray(array).tobytes())
+  return digest.hexdigest()
 
 
 def _bit_equal(a, b) -> bool:

@@ -6,6 +6,7 @@ task's defaults (and delta = N^-1.1). The training loop reads only this.
 """
 
 import dataclasses
+import os
 from typing import Any, Optional
 
 from experiments.data import task_registry
@@ -44,6 +45,25 @@ def parse_population(text):
     raise ValueError(f"--population must be 'stored' or an int >= 2, found "
                      f'{text!r}.')
   return value
+
+
+def default_jobs(num_runs: int, workers: int = 0) -> int:
+  """Processes for `num_runs` independent runs by default: one per core
+  this process may use, at most one per run; one with TFF workers (each job
+  would start its own). A count that `RunConfig` refuses (no runs, say)
+  gives 1, and `RunConfig` says what is wrong.
+  """
+  if workers:
+    return 1
+  return max(1, min(available_cores(), num_runs))
+
+
+def available_cores() -> int:
+  """The cores this process may run on (its affinity where known)."""
+  try:
+    return len(os.sched_getaffinity(0)) or 1
+  except AttributeError:  # Not Linux.
+    return os.cpu_count() or 1
 
 
 @dataclasses.dataclass(frozen=True)

@@ -26,7 +26,9 @@ def seconds() -> dict:
   return dict(_PHASES)
 
 
-def line() -> str:
-  """'Time by phase (s): a 1.0, b 0.5', the longest first."""
-  return 'Time by phase (s): ' + ', '.join(
-      f'{k} {v:.1f}' for k, v in sorted(_PHASES.items(), key=lambda kv: -kv[1]))
+def line(seconds_by_phase=None, title: str = 'Time by phase (s)') -> str:
+  """'Time by phase (s): a 1.0, b 0.5', the longest first: this process's
+  phases, or `seconds_by_phase` ({phase: seconds})."""
+  values = _PHASES if seconds_by_phase is None else seconds_by_phase
+  return f'{title}: ' + ', '.join(
+      f'{k} {v:.1f}' for k, v in sorted(values.items(), key=lambda kv: -kv[1]))

@@ -86,19 +86,25 @@ def create_task(config: config_lib.RunConfig):
                                population=config.population)
 
 
-def reference_context(task, config: config_lib.RunConfig) -> dict:
-  """The reference rows (initial model, frequent tags) a run reports."""
-  return _context(task, config.resolved(task))
+def reference_context(task, config: config_lib.RunConfig,
+                      cache=None) -> dict:
+  """The reference rows (initial model, frequent tags) a run reports.
+
+  `cache`: the `run_cache.RunCache` of the runs that follow (their first
+  evaluation is of the same initial model).
+  """
+  return _context(task, config.resolved(task), cache)
 
 
-def _context(task, config) -> dict:
+def _context(task, config, cache) -> dict:
   """Reference rows on the same test split: initial model, frequent tags."""
   split = config.eval_split
   context = dict(split=split)
   weights = tff_history.seeded_model_weights(
       task.baseline.model_fn, downlink_lib.initial_model_seed(config.seed))
-  context['initial_metric'] = evaluation.evaluate(
-      task, weights, split=split)[task.metric]
+  metrics = (cache.evaluate(weights, split=split) if cache is not None else
+             evaluation.evaluate(task, weights, split=split))
+  context['initial_metric'] = metrics[task.metric]
   if task.spec.frequent_tags:
     context['frequent_tags'] = evaluation.frequent_tags_recall_at_5(task,
                                                                     split)

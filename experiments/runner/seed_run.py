@@ -16,7 +16,6 @@ import numpy as np
 
 from tff_dprec import history as tff_history
 
-from experiments.data import evaluation
 from experiments.infra import downlink as downlink_lib
 from experiments.infra import test_hooks
 from experiments.runner import checkpoints
@@ -27,6 +26,7 @@ from experiments.runner import progress as progress_lib
 from experiments.runner import records
 from experiments.runner import registry
 from experiments.runner import report
+from experiments.runner import run_cache
 from experiments.runner import run_params
 from experiments.runner import sampling as sampling_lib
 
@@ -43,6 +43,8 @@ class _Run:
   ledger: ledger_lib.PrivacyLedger
   agg_dir: str
   print_fn: Any
+  # Round inputs and evaluations shared with the process's other runs.
+  cache: run_cache.RunCache
 
   @property
   def name(self) -> str:
@@ -91,13 +93,16 @@ def build_aggregator(task, config, aggregator, pool, print_fn) -> Built:
   return Built(aggregator, process, server_optimizer, use_history, server_lr)
 
 
-def train_seed(task, config, built, task_dir, print_fn):
+def train_seed(task, config, built, task_dir, print_fn, cache=None):
   """Trains one aggregator with `config.seed` to the end (or its budget).
 
   `run` has already reused the run's record if it finished (`finished_run`).
+  `cache`: a `run_cache.RunCache` of `task` that the process's runs share
+  (default: one of this run's own).
   """
   with phases.timed('seed setup'):
-    run_, state = _start_seed(task, config, built, task_dir, print_fn)
+    run_, state = _start_seed(task, config, built, task_dir, print_fn,
+                              cache or run_cache.RunCache(task))
   if not config.resume:
     run_.checkpointer.remove_all()
     run_.ledger.archive()
@@ -136,7 +141,7 @@ def train_seed(task, config, built, task_dir, print_fn):
   return record, progress.curve
 
 
-def _start_seed(task, config, built, task_dir, print_fn):
+def _start_seed(task, config, built, task_dir, print_fn, cache):
   """The seed's initial state, history downlink, checkpoints and ledger."""
   aggregator, process = built.aggregator, built.process
   # Every aggregator starts from the same model, a function of `seed` (R').
@@ -164,7 +169,7 @@ def _start_seed(task, config, built, task_dir, print_fn):
   ledger = ledger_lib.PrivacyLedger(agg_dir, checkpointer.fingerprint,
                                     print_fn=print_fn)
   return _Run(task, config, aggregator, process, history, checkpointer, ledger,
-              agg_dir, print_fn), state
+              agg_dir, print_fn, cache), state
 
 
 def _resume(run_, state):
@@ -258,8 +263,8 @@ def _run_round(run_, progress, state, round_num):
   test_hooks.trace_start(run_.name, round_num)
   test_hooks.maybe_kill(run_.name, round_num, 'started')
   with phases.timed('client datasets'):
-    round_input = run_.task.round_input(
-        ids, seed=sampling_lib.client_data_seed(config.seed, round_num))
+    round_input = run_.cache.round_input(
+        ids, sampling_lib.client_data_seed(config.seed, round_num))
   t0 = time.time()
   with phases.timed('process.next'):
     output = run_.process.next(state, round_input)
@@ -293,8 +298,8 @@ def _run_round(run_, progress, state, round_num):
 def _evaluate_point(run_, progress, state, round_num) -> float:
   """Evaluates `state`'s model; appends a point to the learning curve."""
   weights = run_.process.get_model_weights(state)
-  metric = evaluation.evaluate(
-      run_.task, weights, max_examples=run_.config.eval_examples,
+  metric = run_.cache.evaluate(
+      weights, max_examples=run_.config.eval_examples,
       split=run_.config.eval_split)[run_.task.metric]
   progress.last_metric = metric
   progress.curve.append(_curve_point(run_, progress, round_num, metric))
@@ -314,8 +319,8 @@ def _final_record(run_, progress, state) -> dict:
   task, aggregator, config = run_.task, run_.aggregator, run_.config
   if run_.history is not None:
     run_.history.finish(progress.completed, run_.process, state)
-  final = evaluation.evaluate(task, run_.process.get_model_weights(state),
-                             split=config.eval_split)
+  final = run_.cache.evaluate(run_.process.get_model_weights(state),
+                              split=config.eval_split)
   final_metric = final[task.metric]
   # The last point is the final evaluation (whole split), also when the
   # budget stopped the run right after an intermediate evaluation.

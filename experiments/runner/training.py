@@ -11,7 +11,7 @@ its seeds: it calibrates every aggregator before any trains
 import dataclasses
 import os
 import time
-from typing import Optional
+from typing import Any, Iterable, NamedTuple, Optional
 
 import tensorflow_federated as tff
 
@@ -27,6 +27,7 @@ from experiments.runner import planning
 from experiments.runner import registry
 from experiments.runner import report
 from experiments.runner import report_plots
+from experiments.runner import run_cache
 from experiments.runner import run_params
 from experiments.runner import run_setup
 from experiments.runner import seed_run
@@ -40,7 +41,8 @@ def run_experiment(*, task_name: str, print_fn=print, **kwargs) -> list:
 
 def run(config: config_lib.RunConfig, print_fn=print,
         context_out: Optional[dict] = None,
-        start_time: Optional[float] = None, print_plan: bool = False) -> list:
+        start_time: Optional[float] = None, print_plan: bool = False,
+        schedule: Optional[Iterable] = None) -> list:
   """Trains `config.task` once per aggregator; writes and returns records.
 
   Every round is checkpointed under `output_dir` (`experiments.runner.checkpoints`);
@@ -53,7 +55,11 @@ def run(config: config_lib.RunConfig, print_fn=print,
   `start_time` for the wall time). `context_out`, when given, receives the
   reference rows (initial model, frequent tags) and the wall time.
   `print_plan` prints the planner's lines for DP-REC's setting
-  (`experiments.runner.planning`).
+  (`experiments.runner.planning`). `schedule`, for a job: the (aggregator,
+  seed) pairs to train, in order, read one at a time (the job claims each
+  as it comes to it); default: every run of `job_runs` (or of the config),
+  aggregator by aggregator, seed by seed. The runs of one call share their
+  identical round inputs and evaluations (`run_cache`).
 
   Raises:
     OutputDirError: If the output directory cannot be written (before any
@@ -68,21 +74,24 @@ def run(config: config_lib.RunConfig, print_fn=print,
   if any(registry.get(a).needs_test_context for a in config.aggregators):
     execution.allow_oversize_protos()
   pool = _start_pool(task, config, print_fn)
-  runs = {name: [seed for seed in config.seeds
-                 if config.job_runs is None or (name, seed) in config.job_runs]
-          for name in config.aggregators}
-  calibrated = run_setup.calibrate(task, config,
-                      names=[name for name in config.aggregators if runs[name]])
+  planned = [(name, seed)
+             for name in config.aggregators for seed in config.seeds
+             if config.job_runs is None or (name, seed) in config.job_runs]
+  calibrated = run_setup.calibrate(task, config, names=[
+      name for name in config.aggregators
+      if any(run[0] == name for run in planned)])
   if print_plan and 'dp_rec' in calibrated:
     with phases.timed('planner'):
       planning.print_plan(task, config, calibrated['dp_rec'], print_fn)
   context = {}
+  cache = run_cache.RunCache(task)
   if config.job_runs is None:  # A job's parent writes the table.
     with phases.timed('reference rows'):
-      context = run_setup.reference_context(task, config)
+      context = run_setup.reference_context(task, config, cache)
   try:
-    results, curves = _train_all(task, config, calibrated, runs, task_dir, pool,
-                                 print_fn)
+    results, curves = _train_all(
+        task, config, calibrated, planned if schedule is None else schedule,
+        _Place(task_dir, pool, cache), print_fn)
   finally:
     worker_reaper.reap_context_workers()
     if pool is not None:
@@ -119,31 +128,47 @@ def _start_pool(task, config, print_fn):
   return pool
 
 
-def _train_all(task, config, calibrated, runs, task_dir, pool, print_fn):
-  """Trains (or reuses) every run; returns (records, {name: curves})."""
+class _Place(NamedTuple):
+  """Where a call's runs train: its folder, worker pool and shared cache."""
+  task_dir: str
+  pool: Any
+  cache: run_cache.RunCache
+
+
+def _train_all(task, config, calibrated, schedule, place, print_fn):
+  """Trains (or reuses) each run of `schedule`; returns (records, {name:
+  curves}).
+
+  An aggregator is built when the first of its runs that has not finished
+  comes, and kept for its next runs; one that `calibrated` lacks (a run a
+  job took over from another's share) is calibrated then.
+  """
   results, curves = [], {}
-  for name, aggregator in calibrated.items():
-    done_runs = [
-        finished.finished_run(task, dataclasses.replace(config, seed=seed), aggregator,
-                     task_dir, print_fn) if config.resume else None
-        for seed in runs[name]]
-    built = None
-    if not all(done_runs):
-      with phases.timed('calibrate and build'):
-        built = seed_run.build_aggregator(task, config, aggregator, pool, print_fn)
-    for seed, done in zip(runs[name], done_runs):
-      if done is not None:
-        record, curve = done['record'], done['curve']
-      else:
-        seed_config = dataclasses.replace(config, seed=seed)
-        record, curve = seed_run.train_seed(
-            task, seed_config, _built_for_seed(
-                task, seed_config, built, task_dir, pool, print_fn),
-            task_dir, print_fn)
-      results.append(record)
-      curves.setdefault(name, []).append(curve)
-      if config.job_runs is None:
-        report.write_summary(task_dir, results)
+  built = None
+  for name, seed in schedule:
+    if name not in calibrated:
+      calibrated.update(run_setup.calibrate(task, config, names=[name]))
+    aggregator = calibrated[name]
+    seed_config = dataclasses.replace(config, seed=seed)
+    done = finished.finished_run(
+        task, seed_config, aggregator, place.task_dir,
+        print_fn) if config.resume else None
+    if done is not None:
+      record, curve = done['record'], done['curve']
+    else:
+      if built is None or built.aggregator.name != name:
+        built = None  # The last aggregator's process is freed first.
+        with phases.timed('calibrate and build'):
+          built = seed_run.build_aggregator(task, config, aggregator,
+                                            place.pool, print_fn)
+      record, curve = seed_run.train_seed(
+          task, seed_config, _built_for_seed(
+              task, seed_config, built, place.task_dir, place.pool,
+              print_fn), place.task_dir, print_fn, place.cache)
+    results.append(record)
+    curves.setdefault(name, []).append(curve)
+    if config.job_runs is None:
+      report.write_summary(place.task_dir, results)
   return results, curves
 
 
