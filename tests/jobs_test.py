@@ -146,6 +146,16 @@ class OutputTest(absltest.TestCase):
     print_new_lines(log, offset, '[job 3] ', printed.append, final=True)
     self.assertEqual(printed, ['[job 3] [so/fedavg] seed 0: final'])
 
+  def test_lines_the_parent_said_are_not_repeated(self):
+    log = os.path.join(self.create_tempdir().full_path, 'job0.log')
+    with open(log, 'w') as f:
+      f.write('[so] data: embedded.\n[so/dp_rec] parameters: c\n')
+    printed = []
+    print_new_lines = jobs._print_new_lines  # pylint: disable=protected-access
+    print_new_lines(log, 0, '[job 0] ', printed.append, final=True,
+                    said=frozenset(['[so] data: embedded.']))
+    self.assertEqual(printed, ['[job 0] [so/dp_rec] parameters: c'])
+
   def test_a_share_in_one_line(self):
     names = jobs._names  # pylint: disable=protected-access
     self.assertEqual(names([('dp_rec', 0), ('dp_rec', 1), ('fedavg', 2)]),

@@ -95,7 +95,7 @@ def run(config: config_lib.RunConfig, print_fn=print,
       planning.print_plan(prepared.task, prepared.config,
                           prepared.calibrated['dp_rec'], print_fn)
     _train_children(children[:len(prepared.shares)], announced, print_fn,
-                    prepared.config.resume)
+                    prepared.config.resume, prepared.said)
   except BaseException:
     _kill(children)
     raise
@@ -124,7 +124,8 @@ def run_side_by_side(configs, print_fn=print) -> list:
   try:
     announced = _start_jobs([p for p in prepared if p.shares], children)
     _train_children(children, announced, print_fn,
-                    all(p.config.resume for p in prepared))
+                    all(p.config.resume for p in prepared),
+                    [line for p in prepared for line in p.said])
   except BaseException:
     _kill(children)
     raise
@@ -285,15 +286,18 @@ def _names(share) -> str:
                    for name, s in seeds.items())
 
 
-def _train_children(children, announced, print_fn, resume) -> None:
-  """Relays the children's output until every child has ended.
+def _train_children(children, announced, print_fn, resume,
+                    said=()) -> None:
+  """Relays the children's output until every child has ended, but for
+  the lines this process has `said` already (each child repeats the
+  task's set-up lines).
 
   Raises:
     JobError: If a child failed (after every child has ended).
   """
   for line in announced:
     print_fn(line)
-  failed = _relay(children, print_fn)
+  failed = _relay(children, print_fn, frozenset(said))
   if failed:
     advice = ('rerun the command: its finished runs are reused and the '
               'others resume from their checkpoints' if resume else
@@ -304,7 +308,7 @@ def _train_children(children, announced, print_fn, resume) -> None:
         for j, code, path in failed) + f' ({advice}).')
 
 
-def _relay(children, print_fn) -> list:
+def _relay(children, print_fn, said=frozenset()) -> list:
   """Prints the children's new log lines until all end; returns failures."""
   running = set(range(len(children)))
   failed = []
@@ -316,7 +320,7 @@ def _relay(children, print_fn) -> list:
       code = child.process.poll()
       child.offset = _print_new_lines(
           child.log_path, child.offset, f'[job {child.number}] ', print_fn,
-          final=code is not None)
+          final=code is not None, said=said)
       if code is not None:
         running.discard(i)
         if code != 0:
@@ -324,14 +328,15 @@ def _relay(children, print_fn) -> list:
   return failed
 
 
-def _print_new_lines(path, offset, prefix, print_fn, final) -> int:
+def _print_new_lines(path, offset, prefix, print_fn, final,
+                     said=frozenset()) -> int:
   with open(path, 'rb') as f:
     f.seek(offset)
     data = f.read()
   if not final:
     data = data[:data.rfind(b'\n') + 1]  # Whole lines only.
   for line in data.decode(errors='replace').splitlines():
-    if not _NATIVE_LOG_LINE.match(line):
+    if not _NATIVE_LOG_LINE.match(line) and line not in said:
       print_fn(prefix + line)
   return offset + len(data)
 
