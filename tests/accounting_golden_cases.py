@@ -6,6 +6,9 @@ ratios and noise multipliers, the planner's JSON, per-round epsilons),
 computed by the accounting code before its speed-up. The golden test
 (`accounting_golden_test`) recomputes each with the current code and
 accepts a value only when it is equal (relative 1e-9) or more private.
+Cases of one group under the PLD (`uses_worst_pair`) moved with the worst
+pair's profile (docs/PRIVACY.md Section 11); `accounting_v2.json` pins
+every case to that accountant, written once with it.
 
 `python -m tests.accounting_golden_cases --out=PATH` writes the table from
 whatever `tff_dprec` is importable; it was run once, against the code
@@ -52,6 +55,23 @@ PLAN_SETTINGS = (
          target_epsilon=2.0, dimension=100000, num_groups=4),
 )
 PER_ROUND = 20  # Rounds of the per-round epsilon cases.
+
+
+def uses_worst_pair(kind, args) -> bool:
+  """Whether the case's DP-REC accounting takes the worst pair's profile.
+
+  One group under the PLD accounting, amplified (docs/PRIVACY.md Section
+  11); local epsilons use the pair (P_v, P_0) and do not.
+  """
+  if kind == 'dp_rec_epsilon':
+    return args[2] == 1 and args[6] == 'pld'
+  if kind == 'clip_ratio':
+    return args[3] == 1 and args[4] == 'pld'
+  if kind == 'dp_rec_rounds':
+    return args[2] == 1
+  if kind == 'plan':
+    return args.get('num_groups', 1) == 1
+  return False
 
 
 def delta_of(population):
