@@ -87,7 +87,8 @@ def run(config: config_lib.RunConfig, print_fn=print,
       _cancel(children)
       return training.run(dataclasses.replace(prepared.config, jobs=1),
                           print_fn=_without(prepared.said, print_fn),
-                          start_time=start, print_plan=print_plan)
+                          start_time=start, print_plan=print_plan,
+                          task=prepared.task)
     announced = _start_jobs([prepared], children)
     _cancel(children[len(prepared.shares):])
     if print_plan and 'dp_rec' in prepared.calibrated:
@@ -174,7 +175,8 @@ def _report(prepared: _Prepared, print_fn, start) -> list:
   """`training.run` over the finished runs: the records, table and plots."""
   return training.run(
       dataclasses.replace(prepared.config, jobs=1, resume=True),
-      print_fn=_without(prepared.said, print_fn), start_time=start)
+      print_fn=_without(prepared.said, print_fn), start_time=start,
+      task=prepared.task)
 
 
 def _without(said_before, print_fn):

@@ -21,15 +21,18 @@ class OutputDirError(ValueError):
   """The output directory cannot be created or written."""
 
 
-def setup(config: config_lib.RunConfig, print_fn=print):
+def setup(config: config_lib.RunConfig, print_fn=print, task=None):
   """Returns `(task, config resolved for it, the task's output folder)`.
+
+  `task`: the task of `config`, when the caller has it (else made).
 
   Raises:
     OutputDirError: If the output folder cannot be written.
     task_types.MissingDataError: If the task's data are missing.
   """
   worker_reaper.install()
-  task = create_task(config)
+  if task is None:
+    task = create_task(config)
   config = config.resolved(task)
   task_dir = _prepare_output_dir(config)
   print_fn(f'[{task.name}] data: {task.data_source}. {task.data_note}')

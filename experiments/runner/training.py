@@ -42,7 +42,7 @@ def run_experiment(*, task_name: str, print_fn=print, **kwargs) -> list:
 def run(config: config_lib.RunConfig, print_fn=print,
         context_out: Optional[dict] = None,
         start_time: Optional[float] = None, print_plan: bool = False,
-        schedule: Optional[Iterable] = None) -> list:
+        schedule: Optional[Iterable] = None, task=None) -> list:
   """Trains `config.task` once per aggregator; writes and returns records.
 
   Every round is checkpointed under `output_dir` (`experiments.runner.checkpoints`);
@@ -59,7 +59,8 @@ def run(config: config_lib.RunConfig, print_fn=print,
   seed) pairs to train, in order, read one at a time (the job claims each
   as it comes to it); default: every run of `job_runs` (or of the config),
   aggregator by aggregator, seed by seed. The runs of one call share their
-  identical round inputs and evaluations (`run_cache`).
+  identical round inputs and evaluations (`run_cache`). `task`: the task
+  of `config`, when the caller has it (else made).
 
   Raises:
     OutputDirError: If the output directory cannot be written (before any
@@ -70,7 +71,7 @@ def run(config: config_lib.RunConfig, print_fn=print,
   start = time.time() if start_time is None else start_time
   phases.clear()
   compiled = dict(compile_cache.stats)
-  task, config, task_dir = run_setup.setup(config, print_fn)
+  task, config, task_dir = run_setup.setup(config, print_fn, task)
   if any(registry.get(a).needs_test_context for a in config.aggregators):
     execution.allow_oversize_protos()
   pool = _start_pool(task, config, print_fn)
