@@ -308,10 +308,13 @@ class QuickEndToEndTest(tf.test.TestCase):
         self.assertEqual(run['params']['clip_ratio'], c)
         self.assertEqual(run['params']['bits'], int(bits))
         self.assertAllClose(run['epsilon'], epsilon, rtol=1e-12)
-    # The reference width was calibrated to the paper's epsilon 3.
+    # The reference width was calibrated to the paper's epsilon 3. One
+    # group's worst-pair profile is computed at c rounded up to a lattice of
+    # relative step 2^-10 (docs/PRIVACY.md Corollary 11.6), so the epsilon
+    # meets the target from below by up to a few lattice steps.
     reference = ablations['bits_epsilon'][str(ablations['reference_bits'])]
     self.assertLessEqual(reference, 3.0)
-    self.assertGreater(reference, 3.0 * (1 - 1e-4))
+    self.assertGreater(reference, 3.0 * (1 - 5e-3))
 
   def _check_local_dp_ablation_matches_dp_rec_local_epsilon(self):
     from tff_dprec import accounting  # pylint: disable=g-import-not-at-top
