@@ -82,6 +82,15 @@ def run_main(main: Callable[[Sequence[str]], None]) -> None:
   app.run(lambda argv: main(argv[1:]), flags_parser=parse_program_name)
 
 
+def define_federation_flags(values: flags.FlagValues) -> None:
+  """--population, --clients_per_round, --rounds and --delta, on `values`."""
+  flags.DEFINE_integer('population', None, 'N', flag_values=values)
+  flags.DEFINE_integer('clients_per_round', None, 'B', flag_values=values)
+  flags.DEFINE_integer('rounds', None, 'T', flag_values=values)
+  flags.DEFINE_float('delta', None, 'default: population ** -1.1',
+                     flag_values=values)
+
+
 def help_text(values: flags.FlagValues, doc: str) -> str:
   """`doc`, then the command's flags."""
   return f'{doc.strip()}\n{values.module_help(_HELP_KEY)}'

@@ -71,19 +71,8 @@ def run(config: config_lib.RunConfig, print_fn=print,
   start = time.time() if start_time is None else start_time
   phases.clear()
   compiled = dict(compile_cache.stats)
-  task, config, task_dir = run_setup.setup(config, print_fn, task)
-  if any(registry.get(a).needs_test_context for a in config.aggregators):
-    execution.allow_oversize_protos()
-  pool = _start_pool(task, config, print_fn)
-  planned = [(name, seed)
-             for name in config.aggregators for seed in config.seeds
-             if config.job_runs is None or (name, seed) in config.job_runs]
-  calibrated = run_setup.calibrate(task, config, names=[
-      name for name in config.aggregators
-      if any(run[0] == name for run in planned)])
-  if print_plan and 'dp_rec' in calibrated:
-    with phases.timed('planner'):
-      planning.print_plan(task, config, calibrated['dp_rec'], print_fn)
+  task, config, task_dir, pool, planned, calibrated = _prepare(
+      config, task, print_plan, print_fn)
   context = {}
   cache = run_cache.RunCache(task)
   if config.job_runs is None:  # A job's parent writes the table.
@@ -106,6 +95,28 @@ def run(config: config_lib.RunConfig, print_fn=print,
     _report(task, task_dir, results, curves, context, print_fn)
   _print_costs(compiled, print_fn)
   return results
+
+
+def _prepare(config, task, print_plan, print_fn):
+  """Set up, start workers, calibrate what is planned (and print the plan).
+
+  Returns:
+    (task, config, task_dir, pool, planned runs, calibrated aggregators).
+  """
+  task, config, task_dir = run_setup.setup(config, print_fn, task)
+  if any(registry.get(a).needs_test_context for a in config.aggregators):
+    execution.allow_oversize_protos()
+  pool = _start_pool(task, config, print_fn)
+  planned = [(name, seed)
+             for name in config.aggregators for seed in config.seeds
+             if config.job_runs is None or (name, seed) in config.job_runs]
+  calibrated = run_setup.calibrate(task, config, names=[
+      name for name in config.aggregators
+      if any(run[0] == name for run in planned)])
+  if print_plan and 'dp_rec' in calibrated:
+    with phases.timed('planner'):
+      planning.print_plan(task, config, calibrated['dp_rec'], print_fn)
+  return task, config, task_dir, pool, planned, calibrated
 
 
 def _print_costs(compiled_before: dict, print_fn):

@@ -35,7 +35,6 @@ import numpy as np
 from scipy import special
 
 from tff_dprec import accounting
-from tff_dprec.accounting import channel
 from tff_dprec.accounting import message_profile
 from tff_dprec.accounting import pld_accountant
 from tff_dprec.accounting import profile
@@ -177,8 +176,8 @@ def step_three(mode: str, samples: int = 20000, seed: int = 0
     c = clip_ratio * message_profile._FLOAT32_SLACK  # pylint: disable=protected-access
     step = substitution.step
     if mode == 'without':
-      substitution = _without_worst_pair(c, bits, num_groups, step,
-                                         max_epsilon, forward, reverse)
+      substitution = _without_worst_pair(clip_ratio, bits, num_groups,
+                                         max_epsilon)
     elif mode == 'monte_carlo':
       substitution = monte_carlo_profile(c, bits, num_groups, step,
                                          max_epsilon, samples, seed)
@@ -193,16 +192,11 @@ def step_three(mode: str, samples: int = 20000, seed: int = 0
     _clear_caches()
 
 
-def _without_worst_pair(c, bits, num_groups, step, max_epsilon, forward,
-                        reverse):
-  rdp = channel.substitution_rdp(clip_ratio=c, bits=bits,
-                                 num_groups=num_groups,
-                                 orders=message_profile.PROFILE_ORDERS)
-  return profile.minimum(
-      profile.from_rdp(message_profile.PROFILE_ORDERS, rdp, step,
-                       max_epsilon),
-      profile.triangle(forward, reverse,
-                       first_cap=num_groups * bits * math.log(2.0)))
+def _without_worst_pair(clip_ratio, bits, num_groups, max_epsilon):
+  bounds = message_profile.substitution_bounds(clip_ratio, bits, num_groups,
+                                               max_epsilon)
+  return profile.minimum(*(bound for name, bound in bounds.items()
+                           if name != 'worst_pair'))
 
 
 def _clear_caches():

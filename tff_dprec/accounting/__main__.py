@@ -26,14 +26,10 @@ def _define_flags(values: flags.FlagValues) -> None:
   """The command's flags, on `values`."""
   flags.DEFINE_enum('mechanism', None, MECHANISMS, 'The mechanism.',
                     flag_values=values)
-  flags.DEFINE_integer('population', None, 'N', flag_values=values)
-  flags.DEFINE_integer('clients_per_round', None, 'B', flag_values=values)
-  flags.DEFINE_integer('rounds', None, 'T', flag_values=values)
+  command_line.define_federation_flags(values)
   flags.mark_flags_as_required(
       ['mechanism', 'population', 'clients_per_round', 'rounds'],
       flag_values=values)
-  flags.DEFINE_float('delta', None, 'default: population ** -1.1',
-                     flag_values=values)
   flags.DEFINE_float('target_epsilon', None,
                      'Calibrate to this epsilon instead of printing one.',
                      flag_values=values)

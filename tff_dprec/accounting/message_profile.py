@@ -20,7 +20,7 @@ the same client with no data (the local pair (P_v, P_0)).
 
 import functools
 import math
-from typing import Tuple
+from typing import Dict, Tuple
 
 
 from tff_dprec import validation
@@ -67,28 +67,54 @@ def message_profiles(*, clip_ratio: float, bits: int, num_groups: int,
 
 @functools.lru_cache(maxsize=256)
 def _message_profiles(clip_ratio, bits, num_groups, max_epsilon):
+  forward, reverse = _local_profiles(clip_ratio, bits, num_groups,
+                                     max_epsilon)
+  substitution = profile.minimum(*substitution_bounds(
+      clip_ratio, bits, num_groups, max_epsilon).values())
+  return forward, reverse, substitution
+
+
+@functools.lru_cache(maxsize=256)
+def _local_profiles(clip_ratio, bits, num_groups, max_epsilon):
+  """(forward, reverse): the pairs (P_v, P_0) and (P_0, P_v)."""
   c = clip_ratio * _FLOAT32_SLACK
   step = max(PROFILE_STEP, max_epsilon / PROFILE_POINTS)
   forward_rdp, reverse_rdp = channel.message_rdp(
       clip_ratio=c, bits=bits, num_groups=num_groups, orders=PROFILE_ORDERS)
-  cap = num_groups * bits * math.log(2.0)
   forward = profile.from_rdp(PROFILE_ORDERS, forward_rdp, step, max_epsilon)
   values = forward.values
-  values[forward.epsilons() >= cap] = 0.0  # D_inf <= M b log 2.
+  values[forward.epsilons() >= _cap(bits, num_groups)] = 0.0  # D_inf.
   forward = profile.Profile(step, values)
   reverse = profile.from_rdp(PROFILE_ORDERS, reverse_rdp, step, max_epsilon)
+  return forward, reverse
+
+
+def _cap(bits, num_groups):
+  """D_inf(P_v || P_0) <= M b log 2."""
+  return num_groups * bits * math.log(2.0)
+
+
+def substitution_bounds(clip_ratio: float, bits: int, num_groups: int,
+                        max_epsilon: float) -> Dict[str, profile.Profile]:
+  """Step 3's bounds on the substitution profile, by name (docs/PRIVACY.md,
+  Section 9.2): 'rdp' (a), 'triangle' (b) and, for one group,
+  'worst_pair' (c). The profile used is their minimum."""
+  c = clip_ratio * _FLOAT32_SLACK
+  step = max(PROFILE_STEP, max_epsilon / PROFILE_POINTS)
+  forward, reverse = _local_profiles(clip_ratio, bits, num_groups,
+                                     max_epsilon)
   substitution_rdp = channel.substitution_rdp(
       clip_ratio=c, bits=bits, num_groups=num_groups, orders=PROFILE_ORDERS)
-  bounds = [
-      profile.from_rdp(PROFILE_ORDERS, substitution_rdp, step, max_epsilon),
-      profile.triangle(forward, reverse, first_cap=cap)]
+  bounds = {
+      'rdp': profile.from_rdp(PROFILE_ORDERS, substitution_rdp, step,
+                              max_epsilon),
+      'triangle': profile.triangle(forward, reverse,
+                                   first_cap=_cap(bits, num_groups))}
   if num_groups == 1 and c > 0 and bits <= worst_pair.MAX_BITS:
-    # The antipodal pair at full norm is the worst pair (docs/PRIVACY.md,
-    # Theorem 11.1).
-    bounds.append(worst_pair.antipodal_profile(
-        clip_ratio=c, bits=bits, step=step, max_epsilon=max_epsilon))
-  substitution = profile.minimum(*bounds)
-  return forward, reverse, substitution
+    # The antipodal pair at full norm is the worst pair (Theorem 11.1).
+    bounds['worst_pair'] = worst_pair.antipodal_profile(
+        clip_ratio=c, bits=bits, step=step, max_epsilon=max_epsilon)
+  return bounds
 
 
 def draw_pld(*, q: float, clip_ratio: float, bits: int, num_groups: int,

@@ -121,8 +121,7 @@ def antipodal_profile(
   validation.check_positive_number(max_epsilon, 'max_epsilon')
   _check_discretisation(discretisation)
   return _antipodal_profile(lattice_ceiling(clip_ratio), int(bits),
-                            float(step), float(max_epsilon),
-                            Discretisation(*discretisation))
+                            float(step), float(max_epsilon), discretisation)
 
 
 def _check_discretisation(discretisation):

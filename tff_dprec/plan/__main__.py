@@ -23,15 +23,11 @@ _REQUIRED = ('population', 'clients_per_round', 'rounds', 'target_epsilon',
 
 def _define_flags(values: flags.FlagValues) -> None:
   """The command's flags, on `values`."""
-  flags.DEFINE_integer('population', None, 'N', flag_values=values)
-  flags.DEFINE_integer('clients_per_round', None, 'B', flag_values=values)
-  flags.DEFINE_integer('rounds', None, 'T', flag_values=values)
+  command_line.define_federation_flags(values)
   flags.DEFINE_float('target_epsilon', None, 'The target epsilon.',
                      flag_values=values)
   flags.DEFINE_integer('dimension', None, "d, the model's parameters",
                        flag_values=values)
-  flags.DEFINE_float('delta', None, 'default: population ** -1.1',
-                     flag_values=values)
   flags.DEFINE_integer('bits', None,
                        "DP-REC's bits per group (default: from c)",
                        flag_values=values)
