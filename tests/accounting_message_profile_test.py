@@ -90,6 +90,17 @@ class MessageProfileMonteCarloTest(parameterized.TestCase):
     for a, b in zip(small, large):
       self.assertTrue(np.all(a.values <= b.values))
 
+  def test_worst_pair_applies_to_one_group_only(self):
+    self.assertTrue(message_profile.uses_worst_pair(
+        clip_ratio=1.0, bits=5, num_groups=1))
+    for c, bits, groups in ((1.0, 5, 2), (0.0, 5, 1), (1.0, 25, 1)):
+      self.assertFalse(message_profile.uses_worst_pair(
+          clip_ratio=c, bits=bits, num_groups=groups))
+    self.assertNotIn('worst_pair', message_profile.substitution_bounds(
+        1.0, 5, 2, max_epsilon=4.0))
+    self.assertIn('worst_pair', message_profile.substitution_bounds(
+        1.0, 5, 1, max_epsilon=4.0))
+
   def test_draw_pld_arguments(self):
     with self.assertRaisesRegex(ValueError, 'q must be'):
       message_profile.draw_pld(q=1.5, clip_ratio=1.0, bits=4, num_groups=1)

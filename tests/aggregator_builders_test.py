@@ -90,6 +90,21 @@ class FixedNoiseMultiplierTest(tf.test.TestCase):
       registry.build('dp_rec', target_epsilon=1.0, clip_ratio=3.0,
                  **self._SETTING)
 
+  def test_accounting_label_names_the_worst_pair_where_it_applies(self):
+    # 'tensor' grouping of two tensors is two groups: no worst pair.
+    pair = tff.to_type([tff.TensorType(np.float32, [3]),
+                        tff.TensorType(np.float32, [2])])
+    two = registry.build('dp_rec', target_epsilon=50.0, clip_ratio=0.8,
+                         **dict(self._SETTING, value_type=pair))
+    self.assertEqual(two.accounting, 'dp_rec_pld')
+    one = registry.build('dp_rec', target_epsilon=50.0, clip_ratio=0.8,
+                         **dict(self._SETTING, grouping='network'))
+    self.assertEqual(one.accounting, 'dp_rec_pld+worst_pair')
+    rdp = registry.build('dp_rec', target_epsilon=50.0, clip_ratio=0.8,
+                         **dict(self._SETTING, grouping='network',
+                                accounting='rdp'))
+    self.assertEqual(rdp.accounting, 'dp_rec_rdp')
+
   def test_config_refuses_it_without_dp_fedavg(self):
     with self.assertRaisesRegex(ValueError,
                                 r'noise_multiplier=1.5 applies to dp_fedavg'):

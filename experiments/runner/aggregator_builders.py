@@ -104,6 +104,22 @@ def _rec_bits(spec, s, calibrated_c):
   return bits, None, margin_met
 
 
+# Appended to a DP-REC record's accounting label when its PLD accountant
+# took the worst pair's profile (docs/PRIVACY.md, Section 11). Records made
+# before that profile existed read 'dp_rec_pld' at every setting.
+WORST_PAIR_SUFFIX = '+worst_pair'
+
+
+def accounting_label(accounting, clip_ratio, bits, num_groups):
+  """The record's 'accounting': 'dp_rec_<accounting>', marked for step 3."""
+  from tff_dprec.accounting import message_profile  # pylint: disable=g-import-not-at-top
+  label = f'dp_rec_{accounting}'
+  if accounting == accountings.PLD and message_profile.uses_worst_pair(
+      clip_ratio=clip_ratio, bits=bits, num_groups=num_groups):
+    label += WORST_PAIR_SUFFIX
+  return label
+
+
 def _rec_privacy(s, params, c, margin_met):
   """DP-REC's params, accounting label, local epsilon and epsilon_after.
 
@@ -122,7 +138,8 @@ def _rec_privacy(s, params, c, margin_met):
     if not margin_met:
       # The cap: the coding may limit (more groups would not).
       params['bits_margin_met'] = False
-  label = f'dp_rec_{s.accounting}'
+  label = accounting_label(s.accounting, c, params['bits'],
+                           params['num_groups'])
   local_epsilon = accounting.dp_rec_local_epsilon(
       clip_ratio=c, delta=s.delta, bits=params['bits'],
       num_groups=params['num_groups'], accounting=_proven(s.accounting))

@@ -94,6 +94,17 @@ def _cap(bits, num_groups):
   return num_groups * bits * math.log(2.0)
 
 
+def uses_worst_pair(*, clip_ratio: float, bits: int,
+                    num_groups: int) -> bool:
+  """Whether step 3 takes the worst pair's profile (bound (c)) at a setting.
+
+  It does for one group (Theorem 11.1 is proven for M = 1), a positive clip
+  ratio and at most `worst_pair.MAX_BITS` bits; elsewhere step 3 is the
+  smaller of the RDP and triangle bounds alone.
+  """
+  return num_groups == 1 and clip_ratio > 0 and bits <= worst_pair.MAX_BITS
+
+
 def substitution_bounds(clip_ratio: float, bits: int, num_groups: int,
                         max_epsilon: float) -> Dict[str, profile.Profile]:
   """Step 3's bounds on the substitution profile, by name (docs/PRIVACY.md,
@@ -110,7 +121,7 @@ def substitution_bounds(clip_ratio: float, bits: int, num_groups: int,
                               max_epsilon),
       'triangle': profile.triangle(forward, reverse,
                                    first_cap=_cap(bits, num_groups))}
-  if num_groups == 1 and c > 0 and bits <= worst_pair.MAX_BITS:
+  if uses_worst_pair(clip_ratio=c, bits=bits, num_groups=num_groups):
     # The antipodal pair at full norm is the worst pair (Theorem 11.1).
     bounds['worst_pair'] = worst_pair.antipodal_profile(
         clip_ratio=c, bits=bits, step=step, max_epsilon=max_epsilon)
