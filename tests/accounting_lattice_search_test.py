@@ -64,6 +64,32 @@ class LargestMeetingTest(parameterized.TestCase):
       self.assertLessEqual(found.evaluations, 5)
       self.assertAlmostEqual(found.slope, 6.0, delta=0.1)
 
+  def test_breaks_change_the_path_not_the_answer(self):
+    # Part step function, as DP-REC's epsilon with the worst pair's profile
+    # computed at c rounded up to a coarse lattice: the smooth curve at the
+    # cell's end, plus a small smooth part at x itself.
+    cell = math.log1p(2.0**-10)
+
+    def cell_of(x):
+      k = math.ceil(math.log(x) / cell)
+      return math.exp((k - 1) * cell), math.exp(k * cell)
+
+    rng = np.random.default_rng(1)
+    for _ in range(40):
+      boundary = math.exp(rng.uniform(math.log(0.3), math.log(5.0)))
+      smooth = _epsilon(boundary, rng.uniform(3.0, 8.0), 0.1)
+      epsilon = lambda x, s=smooth: s(cell_of(x)[1]) + 1e-9 * s(x)
+      found = {}
+      for breaks in (None, cell_of):
+        found[breaks] = lattice_search.largest_meeting(
+            epsilon, 1.0, _LO, _HI, _TOL, guess=boundary * 1.05,
+            breaks=breaks)
+      self.assertEqual(found[None].x, found[cell_of].x)
+      self.assertLessEqual(epsilon(found[cell_of].x), 1.0)
+      self.assertLessEqual(found[cell_of].evaluations,
+                           found[None].evaluations)
+      self.assertLessEqual(found[cell_of].evaluations, 10)
+
   def test_upper_bounds_settle_points(self):
     # A cheaper bound meets the target below 1.5: those points are settled
     # by it, and the answer is unchanged.

@@ -28,6 +28,7 @@ from tff_dprec.accounting import baselines
 from tff_dprec.accounting import dp_rec_accountant
 from tff_dprec.accounting import events
 from tff_dprec.accounting import lattice_search
+from tff_dprec.accounting import message_profile
 from tff_dprec.accounting import paper_accountant
 
 # Bounds of the calibration searches.
@@ -119,10 +120,15 @@ def _pld_clip_ratio(epsilon, target, tol, q, delta, bits, num_groups, draws):
 
   key = (q, delta, float(target), num_groups, tol)
   guess, slope = _CLIP_RATIO_GUESSES.guess(key, bits, draws)
+  # The worst pair's profile steps with c (message_profile).
+  breaks = (message_profile.worst_pair_cell
+            if message_profile.uses_worst_pair(
+                clip_ratio=1.0, bits=bits, num_groups=num_groups) else None)
   try:
     found = lattice_search.largest_meeting(
         search_epsilon, target, MIN_CLIP_RATIO, MAX_CLIP_RATIO, tol,
-        guess=guess if guess is not None else _COLD_CLIP_RATIO, slope=slope)
+        guess=guess if guess is not None else _COLD_CLIP_RATIO, slope=slope,
+        breaks=breaks)
   except lattice_search.Unreachable as e:
     raise TargetUnreachableError(
         f'No clip_ratio >= {MIN_CLIP_RATIO} meets target_epsilon='

@@ -25,11 +25,18 @@ while no bracket exists. Near the boundary the secant is exact to well
 under a lattice step, so a search from a close guess costs about four
 evaluations: the guess, one secant step and the lattice points on either
 side of the boundary (the answer's own evaluation among them, or one more).
+
+Where epsilon is a step function in part, constant in x on cells that end
+at known points (DP-REC's worst-pair profile is computed at c rounded up
+to a coarser lattice), the secant stalls on the steps. `breaks` names the
+cells' ends: inside a bracket, the search first tries the two lattice
+points either side of the end of the cell where the secant (or chord, or
+middle) lands, then goes on as before. That too changes only the path.
 """
 
 import collections
 import math
-from typing import Callable, Dict, Hashable, NamedTuple, Optional
+from typing import Callable, Dict, Hashable, NamedTuple, Optional, Tuple
 
 # Slope of log epsilon in log x assumed for the first step: about that of
 # the amplified PLD epsilons near their boundaries (6 to 10 at the main
@@ -71,20 +78,25 @@ class Found(NamedTuple):
 def largest_meeting(epsilon: Callable[[float], float], target: float,
                     lo: float, hi: float, tol: float,
                     guess: Optional[float] = None,
-                    slope: Optional[float] = None) -> Found:
+                    slope: Optional[float] = None,
+                    breaks: Optional[Callable[[float], Tuple[float, float]]]
+                    = None
+                    ) -> Found:
   """x_(K-1) of the module docstring, for epsilon increasing on [lo, hi].
 
   `epsilon` may return inf or nan where the target is unreachable. When
   `hi` meets the target, `hi` is returned; when x_(K-1) falls below `lo`,
   `lo` (which meets the target). `slope` (default `DEFAULT_SLOPE`) is the
-  slope of log epsilon in log x assumed for the first step.
+  slope of log epsilon in log x assumed for the first step. `breaks(x)`,
+  if given, is the cell (start, end] holding x: epsilon may step up at
+  the ends of cells (module docstring).
 
   Raises:
     Unreachable: If epsilon(lo) misses the target.
     ValueError: If the search does not converge (epsilon not monotone).
   """
   slope = DEFAULT_SLOPE if slope is None else slope
-  lattice = _Lattice(epsilon, target, lo, hi, tol)
+  lattice = _Lattice(epsilon, target, lo, hi, tol, breaks)
   k = lattice.index(guess if guess is not None else math.sqrt(lo * hi))
   previous_width = None
   stalled = 0
@@ -105,13 +117,14 @@ def largest_meeting(epsilon: Callable[[float], float], target: float,
 class _Lattice:
   """The evaluations of `largest_meeting`, by lattice index."""
 
-  def __init__(self, epsilon, target, lo, hi, tol):
+  def __init__(self, epsilon, target, lo, hi, tol, breaks=None):
     if not 0 < lo < hi < math.inf:
       raise ValueError(f'need 0 < lo < hi < inf, found lo={lo!r}, '
                        f'hi={hi!r}.')
     if not 1e-12 <= tol < 1:
       raise ValueError(f'tol must be in [1e-12, 1), found {tol!r}.')
     self._epsilon = epsilon
+    self._breaks = breaks
     self._target = target
     self._lo, self._hi = lo, hi
     self._step = math.log1p(tol)
@@ -179,11 +192,15 @@ class _Lattice:
     """
     predicted = self._predict(slope)
     if self.good is not None and self.bad is not None:
+      inside = None
       if not bisect:
         for k in (predicted, self._chord_root()):
           if k is not None and self.good < k + 1 and k < self.bad:
-            return min(max(k, self.good + 1), self.bad - 1)
-      return (self.good + self.bad) // 2
+            inside = min(max(k, self.good + 1), self.bad - 1)
+            break
+      inside = (self.good + self.bad) // 2 if inside is None else inside
+      at_break = self._either_side_of_break(inside)
+      return inside if at_break is None else at_break
     self._outward += 1
     least = 2**(self._outward - 1)
     most = max(least, int(math.log(2.0) * least / self._step))
@@ -196,6 +213,24 @@ class _Lattice:
     if predicted is not None:
       k = min(self.bad - least, max(predicted, k))
     return max(k, self._k_lo - 1)
+
+  def _either_side_of_break(self, k: int) -> Optional[int]:
+    """The last lattice index of a cell near point k, or the first of the
+    cell after it, strictly inside the bracket and not yet evaluated: of
+    the ends of the cell holding point k, the nearer first. None without
+    `breaks` or such an index."""
+    if self._breaks is None or not self._k_lo <= k <= self._k_hi:
+      return None
+    x = self.point(k)
+    ends = sorted(self._breaks(x), key=lambda end: abs(math.log(end / x)))
+    for end in ends:
+      last = self.index(end)
+      while last > self.good and self.point(last) > end:  # Round-off.
+        last -= 1
+      for j in (last, last + 1):
+        if self.good < j < self.bad and j not in self._values:
+          return j
+    return None
 
   def _chord_root(self) -> Optional[int]:
     """Index of the root of the chord between the bracket's ends."""

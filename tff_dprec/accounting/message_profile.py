@@ -105,6 +105,16 @@ def uses_worst_pair(*, clip_ratio: float, bits: int,
   return num_groups == 1 and clip_ratio > 0 and bits <= worst_pair.MAX_BITS
 
 
+def worst_pair_cell(clip_ratio: float) -> Tuple[float, float]:
+  """The clip ratios (start, end] that share the worst-pair profile of
+  `clip_ratio` (up to round-off at the ends): it is computed at c rounded
+  up to `worst_pair`'s lattice, so epsilon may step up at the ends.
+  """
+  end = worst_pair.lattice_ceiling(clip_ratio * _FLOAT32_SLACK)
+  return (end / (1 + worst_pair.C_LATTICE) / _FLOAT32_SLACK,
+          end / _FLOAT32_SLACK)
+
+
 def substitution_bounds(clip_ratio: float, bits: int, num_groups: int,
                         max_epsilon: float) -> Dict[str, profile.Profile]:
   """Step 3's bounds on the substitution profile, by name (docs/PRIVACY.md,
