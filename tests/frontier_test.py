@@ -6,6 +6,7 @@ import os
 import types
 from unittest import mock
 
+import numpy as np
 import tensorflow as tf
 
 from experiments.data import tasks as tasks_lib
@@ -465,8 +466,10 @@ class ReportTest(tf.test.TestCase):
                   'B = 40, or above it, first at B = 2,560 (+6.00 ± 1.41 '
                   "points). Its metric reaches the reference's at B ≈ 1,280 "
                   '(linear in log B between the measured points); with each '
-                  'gap moved by one SE, between B ≈ 1,087 and B ≈ 1,507.',
-                  lines)
+                  'gap moved by one SE, between B ≈ 1,087 and B ≈ 1,507 (a '
+                  '±1 SE band, not a confidence interval). A 95% percentile '
+                  "bootstrap interval over seeds (10,000 resamples of each "
+                  "point's seeds): B 1,060 to 1,546.", lines)
     self.assertNotIn('planner', lines[-1])
     lines = frontier_report.verdict(self._rows([0.40]))
     self.assertIn('Measured: dp_rec comes within one SE of dp_fedavg at '
@@ -523,6 +526,36 @@ class ReportTest(tf.test.TestCase):
     self.assertIsNone(found['estimate'])
     self.assertIsNone(found['high'])
     self.assertEqual(found['at_first'], ['low'])
+
+  def test_break_even_interval(self):
+    # Seeds' scores without spread: every resample gives the means' break-
+    # even (3/4 of the way from 100 to 1000 in log B).
+    curve = [(100, [0.1, 0.1, 0.1]), (1000, [0.5, 0.5])]
+    self.assertAllClose(
+        frontier_report.break_even_interval(curve, [0.4, 0.4]),
+        [10**2.75, 10**2.75])
+    # Spread: the interval holds the point estimate and widens with it.
+    rng = np.random.default_rng(3)
+    noisy = [(b, list(m + 0.02 * rng.standard_normal(5)))
+             for b, m in ((100, 0.1), (1000, 0.5))]
+    ref = list(0.4 + 0.02 * rng.standard_normal(5))
+    low, high = frontier_report.break_even_interval(noisy, ref)
+    gaps = [(b, np.mean(s) - np.mean(ref), 0.0) for b, s in noisy]
+    estimate = frontier_report.break_even(gaps)['estimate']
+    self.assertLess(low, estimate)
+    self.assertGreater(high, estimate)
+    wider = frontier_report.break_even_interval(
+        [(b, [m + 3 * (x - m) for x in s]) for (b, s), m in
+         zip(noisy, (0.1, 0.5))], ref)
+    self.assertLess(wider[0], low)
+    # Open ends: never reached (inf) and reached at the first point (0).
+    self.assertEqual(frontier_report.break_even_interval(
+        [(100, [0.1, 0.1]), (1000, [0.2, 0.2])], [0.4, 0.4]),
+                     (math.inf, math.inf))
+    self.assertEqual(frontier_report.break_even_interval(
+        [(100, [0.5, 0.5]), (1000, [0.6, 0.6])], [0.4, 0.4]), (0.0, 0.0))
+    self.assertIsNone(frontier_report.break_even_interval(
+        [(100, [0.5])], [0.4, 0.4]))
 
   def test_in_law_rows_cross_check_and_complete_the_curve(self):
     rows = self._rows([0.21, 0.27, 0.33])

@@ -11,6 +11,8 @@ planner's), and DDGauss16's distance to DP-FedAvg in two parts
 import math
 import os
 
+import numpy as np
+
 from experiments.infra import atomic_files
 from experiments.runner import registry
 from experiments.runner import report
@@ -47,6 +49,7 @@ def summarize(points) -> list[dict]:
       upload = sum(r['upload_gb'] for r in records) / len(records)
       download = sum(r['download_gb'] for r in records) / len(records)
       row.update(
+          scores=[r['final_metric'] for r in records],
           rounds=min(r['rounds'] for r in records),
           lost_rounds=sum(r.get('lost_rounds', 0) for r in records),
           epsilon=max(r['epsilon'] or 0.0 for r in records),
@@ -265,6 +268,46 @@ def break_even(points) -> dict:
   return result
 
 
+# The break-even's percentile bootstrap over seeds: resamples, seed.
+BOOTSTRAP_DRAWS = 10000
+BOOTSTRAP_SEED = 0
+
+
+def break_even_interval(curve, reference, level=0.95,
+                        draws=BOOTSTRAP_DRAWS, seed=BOOTSTRAP_SEED):
+  """A percentile bootstrap interval of the break-even over seeds.
+
+  Each draw resamples, with replacement, the seeds' scores of every point
+  of `curve` ((B, scores) pairs) and of `reference` (scores), independently,
+  and takes `break_even`'s estimate on the mean gaps. Returns (low, high):
+  a bound is 0 where the draws' quantile starts at or above 0 at the first
+  point (at most its B), inf where it never reaches 0 over the points
+  (above the last B), None when a point has fewer than 2 seeds.
+  """
+  if len(reference) < 2 or any(len(scores) < 2 for _, scores in curve):
+    return None
+  rng = np.random.default_rng(seed)
+
+  def resampled_means(scores):
+    scores = np.asarray(scores, dtype=float)
+    picks = rng.integers(0, len(scores), size=(draws, len(scores)))
+    return scores[picks].mean(axis=1)
+
+  ref = resampled_means(reference)
+  means = [(b, resampled_means(scores) - ref) for b, scores in sorted(curve)]
+  found = np.empty(draws)
+  for i in range(draws):
+    estimate = break_even([(b, gaps[i], 0.0) for b, gaps in means])
+    if 'estimate' in estimate['at_first']:
+      found[i] = 0.0
+    else:
+      found[i] = math.inf if estimate['estimate'] is None else (
+          estimate['estimate'])
+  tail = 100 * (1 - level) / 2
+  return (float(np.percentile(found, tail, method='lower')),
+          float(np.percentile(found, 100 - tail, method='higher')))
+
+
 def _measured_break_even(ours, ref, name, label) -> str:
   """The measured break-even (`break_even`) of DP-REC's curve, in words."""
   points = [(r['clients_per_round'], r['mean'] - ref['mean'],
@@ -299,7 +342,29 @@ def _measured_break_even(ours, ref, name, label) -> str:
       f" Its {label} reaches the reference's at B ≈ "
       f"{found['estimate']:,.0f} (linear in log B between the measured "
       f"points); with each gap moved by one SE, between B {bound('low')} "
-      f"and B {bound('high')}.")
+      f"and B {bound('high')} (a ±1 SE band, not a confidence interval)."
+      + _interval_text(ours, ref))
+
+
+def _interval_text(ours, ref) -> str:
+  """' 95% interval ...' from `break_even_interval`, or ''."""
+  interval = break_even_interval(
+      [(r['clients_per_round'], r.get('scores', [])) for r in ours],
+      ref.get('scores', []))
+  if interval is None:
+    return ''
+  first, last = ours[0]['clients_per_round'], ours[-1]['clients_per_round']
+
+  def bound(value):
+    if value == 0.0:
+      return f'≤ {first:,}'
+    if math.isinf(value):
+      return f'> {last:,}'
+    return f'{value:,.0f}'
+
+  return (f' A 95% percentile bootstrap interval over seeds '
+          f'({BOOTSTRAP_DRAWS:,} resamples of each point\'s seeds): '
+          f'B {bound(interval[0])} to {bound(interval[1])}.')
 
 
 def _noise(value, scale) -> str:
