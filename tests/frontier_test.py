@@ -246,8 +246,8 @@ class RunFrontierTest(tf.test.TestCase):
     self.assertIn('| dp_rec | 160 | 2 of 2 tuning settings not trained yet',
                   table)
 
-  def _extend(self, validation, extensions):
-    """Tunes DP-REC at B = 80 (c = 2) from clip 0.1, 0.2 with fakes."""
+  def _extend(self, validation, extensions, grid='clip=0.1,0.2'):
+    """Tunes DP-REC at B = 80 (c = 2) from `grid` with fakes."""
     task = types.SimpleNamespace(defaults=types.SimpleNamespace(
         rounds=5, clients_per_round=2, bits=None, grouping='network',
         noise_stddev=0.006, l2_clip=0.2, eval_every=10, client_lr=0.1),
@@ -274,8 +274,8 @@ class RunFrontierTest(tf.test.TestCase):
         mock.patch.object(run_setup, 'calibrated_aggregator', calibrated_aggregator), \
         mock.patch.object(tasks_lib, 'create_task', lambda *a, **k: task):
       done, _, _ = frontier.run_frontier(
-          base, points, frontier_points.parse_grids('dp_rec@80: clip=0.1,0.2',
-                                             points),
+          base, points, frontier_points.parse_grids(f'dp_rec@80: {grid}',
+                                                    points),
           tune_seeds=1, print_fn=printed.append, extensions=extensions)
     return tuned, done[0][3], printed
 
@@ -305,6 +305,18 @@ class RunFrontierTest(tf.test.TestCase):
                                   extensions=2)
     self.assertEqual((tuned, info['extended'], info['edges']),
                      ([0.05, 0.1, 0.025], ['noise_stddev=0.025'], []))
+
+  def test_a_grid_of_one_setting_is_trained_untuned(self):
+    tuned, info, printed = self._extend({}, extensions=2, grid='clip=0.4')
+    self.assertEqual(tuned, [])  # No validation run,
+    self.assertEqual(info['setting'], 'noise_stddev=0.2')  # clip / c.
+    self.assertTrue(info['fixed'])
+    self.assertIn('[frontier] dp_rec B=80: noise_stddev=0.2', printed)
+    row = frontier_report.summarize([('dp_rec', 80, [_record(
+        'dp_rec', 0.5, 1e-6, 1e-3, 80, clip_ratio=2.0, noise_stddev=0.2,
+        l2_clip=0.4)], info)])
+    self.assertIn('noise_stddev=0.2 (given, untuned)',
+                  frontier_report.markdown(row, {}, 'recall@5'))
 
 
 class ReportTest(tf.test.TestCase):

@@ -20,7 +20,8 @@ Each point's free parameters are chosen on the validation split where
 DP-REC's grid may be in `clip=` values, its clip c sigma, turned into
 `noise_stddev = clip / c(B)` rounded to 4 decimals at the point's own c:
 the clip is what matters once B is large, since the noise over the clip is
-fixed by c and B). Tuning runs train `--tune_seeds` seeds from
+fixed by c and B). A grid of one setting is not tuned: the point trains
+it as given, and the table says so. Tuning runs train `--tune_seeds` seeds from
 `tuning.TUNE_SEED_OFFSET` on, scored on the validation split, in
 `<output_dir>/tune/B<B>/<method>/`; the best mean wins. When it is the
 grid's smallest or largest value, the grid grows one geometric step past
@@ -57,12 +58,12 @@ from absl import flags
 # `app.run` fail to build (empty inbound nodes).
 import tensorflow as tf  # pylint: disable=unused-import
 
-from experiments.infra import worker_reaper
 from experiments.runner import cli as cli_lib
 from experiments.runner import config as config_lib
 from experiments.runner import registry
 from experiments.studies import frontier_points as points_lib
 from experiments.studies import frontier_report as report_lib
+from tff_dprec import worker_reaper
 
 
 def run_frontier(base, points, grids, tune_seeds, print_fn=print,

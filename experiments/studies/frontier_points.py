@@ -203,6 +203,7 @@ def run_point(task, base, name, clients, grid, tune_seeds, print_fn,
               extensions=0, report_only=False, shared=None):
   """Tunes (where there is a grid) and trains one point on the test split.
 
+  A grid of one setting is trained as given, untuned (info['fixed']).
   Returns (records, info): info has the chosen setting, its validation
   scores, the settings added past an edge and the fields still at the edge
   of the grid. `report_only` trains nothing: it returns the finished runs
@@ -217,6 +218,10 @@ def run_point(task, base, name, clients, grid, tune_seeds, print_fn,
                       'not chosen yet')
     setting = shared['chosen']
     info['shared_with'] = registry.protocol(name)
+  elif grid and len(grid) == 1:
+    # One setting: nothing to choose, so no validation run.
+    setting = point_settings(task, base, name, clients, grid)[0]
+    info['fixed'] = True
   elif grid:
     try:
       setting, info = tune_with_extensions(task, base, name, clients, grid,

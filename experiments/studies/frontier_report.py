@@ -39,6 +39,7 @@ def summarize(points) -> list[dict]:
   for name, clients, records, info in points:
     row = dict(aggregator=name, clients_per_round=clients,
                setting=info.get('setting', ''), tuned=info.get('tuned', False),
+               fixed=info.get('fixed', False),
                edge='; '.join(info.get('edges', [])),
                extended='; '.join(info.get('extended', [])),
                note=info.get('note', ''), seeds=len(records),
@@ -105,6 +106,8 @@ def _setting(row) -> str:
   setting = row['note'] or row['setting']
   if row.get('shared_with'):
     setting += f" ({row['shared_with']}'s: a cross-check)"
+  if row.get('fixed'):
+    setting += ' (given, untuned)'
   if row['tuned']:
     grown = tuning.grown_note(
         [k for k in (row.get('extended') or '').split('; ') if k])
