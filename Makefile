@@ -20,7 +20,7 @@ run: setup
 	$(PY) -m experiments.run --task=stackoverflow_lr
 
 # The timeout (TERM, then KILL a minute later) bounds the suite; TFF's
-# worker_binary processes die with pytest (experiments/infra/worker_reaper.py).
+# worker_binary processes die with pytest (tff_dprec/worker_reaper.py).
 # One pytest-xdist worker per core; most of the suite is single-threaded
 # TFF tracing and CLI subprocesses, so two workers on two cores take about
 # half the time of one. The 30 slowest tests are listed at the end.

@@ -106,7 +106,7 @@ def execute(config, fail=None) -> Optional[str]:
   their `__del__` could print). Tests call `execute` in their own process
   (`tests.support.run_in_process`).
   """
-  from experiments.infra import worker_reaper  # pylint: disable=g-import-not-at-top
+  from tff_dprec import worker_reaper  # pylint: disable=g-import-not-at-top
   worker_reaper.install()
   from experiments.runner import checkpoints  # pylint: disable=g-import-not-at-top
   from experiments.runner import ledger  # pylint: disable=g-import-not-at-top
@@ -133,7 +133,7 @@ def execute(config, fail=None) -> Optional[str]:
 
 def _refused(message: str, fail) -> str:
   """Reaps TFF's workers; hands `message` to `fail` (if any), returns it."""
-  from experiments.infra import worker_reaper  # pylint: disable=g-import-not-at-top
+  from tff_dprec import worker_reaper  # pylint: disable=g-import-not-at-top
   worker_reaper.reap()
   if fail is not None:
     fail(message)

@@ -12,7 +12,7 @@ quiet.setup(argv=['pytest'])
 
 from absl import flags  # pylint: disable=g-import-not-at-top
 
-from experiments.infra import worker_reaper  # pylint: disable=g-import-not-at-top
+from tff_dprec import worker_reaper  # pylint: disable=g-import-not-at-top
 
 # tf.test.TestCase.create_tempdir reads absl flags, which pytest never parses.
 flags.FLAGS.mark_as_parsed()

@@ -4,9 +4,9 @@ The README's ```python blocks run in order, then those of docs/GUIDE.md
 (which continue from the README's), in one namespace.
 """
 
+import ast
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -16,6 +16,8 @@ from packaging import requirements as requirements_lib
 from packaging import specifiers
 from packaging import version as version_lib
 import tensorflow as tf
+
+from tests import support
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # A block whose first line is this comment is shown, not run.
@@ -162,6 +164,26 @@ def _requirement_pins():
   return pins
 
 
+def _normalized(distribution):
+  return re.sub(r'[-_.]+', '-', distribution).lower()
+
+
+def _library_imports():
+  """The third-party top-level modules tff_dprec imports, in functions too."""
+  found = set()
+  for folder, _, files in os.walk(os.path.join(_ROOT, 'tff_dprec')):
+    for name in files:
+      if name.endswith('.py'):
+        with open(os.path.join(folder, name)) as f:
+          tree = ast.parse(f.read())
+        for node in ast.walk(tree):
+          if isinstance(node, ast.Import):
+            found.update(a.name.split('.')[0] for a in node.names)
+          elif isinstance(node, ast.ImportFrom) and not node.level:
+            found.add(node.module.split('.')[0])
+  return found - set(sys.stdlib_module_names) - {'tff_dprec'}
+
+
 class PinsTest(tf.test.TestCase):
   """pyproject.toml pins what requirements.txt and the Makefile install."""
 
@@ -183,6 +205,18 @@ class PinsTest(tf.test.TestCase):
     self.assertCountEqual(
         [n for n, s in dependencies.items() if len(s)], _PINNED)
 
+  def test_pyproject_lists_what_the_library_imports(self):
+    project = tomllib.loads(_read('pyproject.toml'))['project']
+    listed = {_normalized(requirements_lib.Requirement(r).name)
+              for r in project['dependencies']}
+    from importlib import metadata  # pylint: disable=g-import-not-at-top
+    providers = metadata.packages_distributions()
+    imported = _library_imports()
+    self.assertContainsSubset({'absl', 'numpy', 'tensorflow'}, imported)
+    for module in sorted(imported):
+      provided_by = {_normalized(d) for d in providers.get(module, ())}
+      self.assertTrue(provided_by & listed, (module, sorted(provided_by)))
+
   def test_the_environment_meets_the_pins(self):
     project = tomllib.loads(_read('pyproject.toml'))['project']
     self.assertIn(version_lib.Version('.'.join(map(str, sys.version_info[:3]))),
@@ -199,21 +233,7 @@ class InstallTest(tf.test.TestCase):
 
   def test_installs_into_a_folder_and_imports_from_there(self):
     with tempfile.TemporaryDirectory() as tmp:
-      # A copy of what the package is built from, so that the build leaves
-      # nothing in the checkout.
-      source = os.path.join(tmp, 'source')
-      os.makedirs(source)
-      for name in ('pyproject.toml', 'README.md'):
-        shutil.copy(os.path.join(_ROOT, name), source)
-      shutil.copytree(os.path.join(_ROOT, 'tff_dprec'),
-                      os.path.join(source, 'tff_dprec'),
-                      ignore=shutil.ignore_patterns('__pycache__'))
-      target = os.path.join(tmp, 'site')
-      result = subprocess.run(
-          [sys.executable, '-m', 'pip', 'install', '--quiet', '--no-deps',
-           '--no-build-isolation', '--no-index', '--target', target, source],
-          capture_output=True, text=True, timeout=240)
-      self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+      target = support.install_package(tmp)
       check = '\n'.join([
           'import numpy as np',
           'import tensorflow_federated as tff',

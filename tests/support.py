@@ -3,6 +3,7 @@
 import contextlib
 import logging
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -34,6 +35,9 @@ TINY_STACKOVERFLOW = dict(
     std_examples=30.0, max_examples=200)
 # The record's keys on which two runs of one setting that must compute the
 # same (a resumed and an uninterrupted one; on workers and locally) agree.
+# What `pip install` of the package reads: the files pyproject.toml names and
+# the package.
+PACKAGE_SOURCES = ('pyproject.toml', 'README.md', 'tff_dprec')
 COMPARED_RECORD_KEYS = ('final_metric', 'final_metrics', 'epsilon', 'rounds',
                         'upload_bits_total', 'download_bits_total',
                         'lost_rounds')
@@ -216,3 +220,31 @@ def dp_rec_rdp_for_pld():
 
   return mock.patch.object(dp_rec_accountant, 'make_dp_rec_accountant',
                            rdp_for_pld)
+
+
+def install_package(folder, timeout=240) -> str:
+  """`pip install --no-deps` of the package into `folder`; the install's path.
+
+  Built from a copy of `PACKAGE_SOURCES` in `folder`, so that the build
+  leaves nothing in the checkout, and offline (`--no-index`,
+  `--no-build-isolation`). The install (`folder/site`) holds `tff_dprec`
+  only: with it alone on PYTHONPATH, the checkout's `experiments` and tests
+  are not importable, as for a user who installed the package.
+  """
+  source = os.path.join(folder, 'source')
+  os.makedirs(source)
+  for name in PACKAGE_SOURCES:
+    path = os.path.join(REPO, name)
+    if os.path.isdir(path):
+      shutil.copytree(path, os.path.join(source, name),
+                      ignore=shutil.ignore_patterns('__pycache__'))
+    else:
+      shutil.copy(path, source)
+  site = os.path.join(folder, 'site')
+  result = subprocess.run(
+      [sys.executable, '-m', 'pip', 'install', '--quiet', '--no-deps',
+       '--no-build-isolation', '--no-index', '--target', site, source],
+      capture_output=True, text=True, timeout=timeout)
+  if result.returncode:
+    raise AssertionError(f'pip install failed:\n{result.stderr[-3000:]}')
+  return site

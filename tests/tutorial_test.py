@@ -1,19 +1,26 @@
 """Executes docs/tutorials/dp_rec_tutorial.ipynb and checks what it claims.
 
-`python -m tests.tutorial_test --write` executes the notebook and stores its
-outputs in the file (the outputs the repository keeps come from that).
+The notebook runs as a user runs it: from a `pip install` of the package, in
+a kernel whose working folder is outside the checkout and whose PYTHONPATH
+holds the install only (the checkout's `experiments` is not importable).
+`python -m tests.tutorial_test --write` executes it so and stores its outputs
+in the file (the outputs the repository keeps come from that).
 """
 
 import json
 import os
 import re
 import sys
+import tempfile
 import time
 
 from absl.testing import absltest
 import nbclient
 import nbformat
 import tensorflow as tf
+
+from tests import support
+from tff_dprec import worker_reaper
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NOTEBOOK = os.path.join(_ROOT, 'docs', 'tutorials', 'dp_rec_tutorial.ipynb')
@@ -23,7 +30,11 @@ CELL_TIMEOUT_SECONDS = 600
 MAX_CELLS = 40
 # Run after the notebook's own cells: what the notebook claims, as JSON.
 _CLAIMS_CELL = """
+import importlib.util
 import json
+import os
+import sys
+
 import psutil
 kernel = psutil.Process()
 cpu_seconds = sum(
@@ -37,27 +48,38 @@ print('CLAIMS ' + json.dumps(dict(
     planned_clip_ratio=plan.dp_rec.parameter,
     clip_ratio=dp_rec.sum_factory.clip_ratio,
     dp_rec_accuracy=dp_rec_accuracy, dp_fedavg_accuracy=dp_fedavg_accuracy,
-    dp_rec_bits=dp_rec_bits, dp_fedavg_bits=dp_fedavg_bits)))
+    dp_rec_bits=dp_rec_bits, dp_fedavg_bits=dp_fedavg_bits,
+    experiments_importable=importlib.util.find_spec('experiments') is not None,
+    tff_dprec_file=sys.modules['tff_dprec'].__file__, cwd=os.getcwd())))
 """
 
 
-def execute(notebook) -> float:
-  """Executes `notebook` in place (in a fresh kernel); returns its seconds."""
+def execute(notebook, folder) -> float:
+  """Executes `notebook` in place, from an install; returns its seconds.
+
+  Installs the package into `folder/site` and starts a fresh kernel (this
+  Python, which has the pinned stack) in `folder/work`, with PYTHONPATH
+  the install alone: nothing of the checkout is importable.
+  """
   if len(notebook.cells) > MAX_CELLS:
     raise ValueError(f'{len(notebook.cells)} cells, at most {MAX_CELLS}.')
+  site = support.install_package(folder)
+  work = os.path.join(folder, 'work')
+  os.makedirs(work)
   client = nbclient.NotebookClient(
       notebook, timeout=CELL_TIMEOUT_SECONDS, startup_timeout=120,
       kernel_name='python3', record_timing=False,
-      resources={'metadata': {'path': os.path.dirname(NOTEBOOK)}})
+      resources={'metadata': {'path': work}})
   start = time.monotonic()
-  client.execute()
+  client.execute(env=dict(os.environ, PYTHONPATH=site))
   return time.monotonic() - start
 
 
 def write_outputs() -> float:
   """Executes the tutorial and stores it with its outputs."""
   notebook = nbformat.read(NOTEBOOK, as_version=4)
-  seconds = execute(notebook)
+  with tempfile.TemporaryDirectory() as folder:
+    seconds = execute(notebook, folder)
   nbformat.write(notebook, NOTEBOOK)
   return seconds
 
@@ -92,6 +114,12 @@ class StoredOutputsTest(tf.test.TestCase):
     self.assertIn('DP-REC: epsilon', text)
     self.assertIn('bits per round; measured:', text)
 
+  def test_imports_nothing_from_the_checkout(self):
+    notebook = nbformat.read(NOTEBOOK, as_version=4)
+    for cell in notebook.cells:
+      if cell.cell_type == 'code':
+        self.assertNotIn('sys.path', cell.source)
+        self.assertNotIn('experiments', cell.source)
 
   def test_links_exist(self):
     notebook = nbformat.read(NOTEBOOK, as_version=4)
@@ -107,7 +135,7 @@ class StoredOutputsTest(tf.test.TestCase):
 
 
 class ExecutionTest(absltest.TestCase):
-  """A fresh execution: the claims hold for this run.
+  """A fresh execution from an install: the claims hold for this run.
 
   One test method, each claim a subtest: the notebook's execution (half a
   minute) then runs once even when pytest-xdist spreads a class's tests
@@ -119,7 +147,10 @@ class ExecutionTest(absltest.TestCase):
     super().setUpClass()
     notebook = nbformat.read(NOTEBOOK, as_version=4)
     notebook.cells.append(nbformat.v4.new_code_cell(_CLAIMS_CELL))
-    cls.seconds = execute(notebook)
+    with tempfile.TemporaryDirectory() as folder:
+      cls.site = os.path.join(folder, 'site')
+      cls.seconds = execute(notebook, folder)
+    cls.code_cells = [c for c in notebook.cells if c.cell_type == 'code']
     lines = _stdout(notebook.cells[-1]).splitlines()
     claims = [l for l in lines if l.startswith('CLAIMS ')]
     cls.claims = json.loads(claims[-1][len('CLAIMS '):])
@@ -128,6 +159,20 @@ class ExecutionTest(absltest.TestCase):
     # TFF's worker) much less.
     print(f'\ntutorial executed in {cls.seconds:.1f} s, '
           f'{cls.claims["cpu_seconds"]:.1f} s of CPU', file=sys.stderr)
+
+  def _every_cell_ran_once_in_order(self):
+    self.assertEqual([c.execution_count for c in self.code_cells],
+                     list(range(1, len(self.code_cells) + 1)))
+    text = '\n'.join(_stdout(c) for c in self.code_cells)
+    self.assertIn('DP-REC: epsilon', text)
+    self.assertIn('bits per round; measured:', text)
+
+  def _the_package_came_from_the_install(self):
+    claims = self.claims
+    self.assertFalse(claims['experiments_importable'])
+    self.assertTrue(claims['tff_dprec_file'].startswith(self.site + os.sep),
+                    claims['tff_dprec_file'])
+    self.assertFalse(claims['cwd'].startswith(_ROOT), claims['cwd'])
 
   def _epsilon_is_at_most_the_target(self):
     claims = self.claims
@@ -169,6 +214,8 @@ class ExecutionTest(absltest.TestCase):
 
   def test_the_claims_hold(self):
     for check in (
+        self._every_cell_ran_once_in_order,
+        self._the_package_came_from_the_install,
         self._epsilon_is_at_most_the_target,
         self._the_aggregator_uses_the_planned_clip_ratio,
         self._upload_bits_per_round_are_clients_times_message_bits,
@@ -181,6 +228,9 @@ class ExecutionTest(absltest.TestCase):
 
 
 if __name__ == '__main__':
+  # This process imports TFF (tests.support): quiet its exit, as conftest.py
+  # does under pytest.
+  worker_reaper.install()
   if sys.argv[1:] == ['--write']:
     print(f'executed and stored in {write_outputs():.1f} s')
   else:

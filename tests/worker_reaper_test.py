@@ -1,4 +1,4 @@
-"""Tests of experiments/infra/worker_reaper.py (TFF's local C++ workers)."""
+"""Tests of tff_dprec/worker_reaper.py (TFF's local C++ workers)."""
 
 import gc
 import subprocess
@@ -9,7 +9,7 @@ import tensorflow_federated as tff
 from tensorflow_federated.python.core.impl.executor_stacks import executor_factory
 
 from absl.testing import absltest
-from experiments.infra import worker_reaper
+from tff_dprec import worker_reaper
 
 
 class StartPromptlyTest(absltest.TestCase):

@@ -18,12 +18,14 @@ TensorFlow; `aggregators`, `learning` and `history` load TFF.
   noise and traffic, and DP-REC's break-even clients per round, as a typed
   `Plan`; `plan.markdown` formats it, `python -m tff_dprec.plan` prints it
   (no TensorFlow).
+* `worker_reaper`: `install()` ties the `worker_binary` that TFF's local
+  execution starts to this process, so that scripts and kernels end.
 """
 
 import importlib
 
 __all__ = ['accounting', 'aggregators', 'history', 'learning', 'message',
-           'plan', 'rec', 'sizes']
+           'plan', 'rec', 'sizes', 'worker_reaper']
 
 
 def __getattr__(name):

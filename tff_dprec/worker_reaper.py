@@ -1,12 +1,22 @@
-"""Reaps TFF's C++ `worker_binary` so that runs and test sessions end.
+"""Reaps TFF's C++ `worker_binary` so that runs, kernels and tests end.
 
 TFF 0.87 starts a `worker_binary` subprocess for its local C++ execution
-context. It outlives the Python process and keeps the parent's stdout open, so
-`python -m experiments.run | tee log` or `pytest -s` never finish. `install()`
-makes every worker that TFF starts die with its parent (Linux parent-death
-signal) and terminates the workers still running at interpreter exit;
-`reap()` terminates them on demand (pytest_sessionfinish). It also makes
-TFF notice a started worker promptly (`_start_promptly`).
+context. It outlives the Python process and keeps the parent's stdout open: a
+script piped to `tee` or `pytest -s` never finishes, and a notebook's kernel
+leaves it running. `install()` makes every worker that TFF starts die with
+its parent (Linux parent-death signal) and terminates the workers still
+running at interpreter exit; `reap()` terminates them on demand
+(pytest_sessionfinish). It also makes TFF notice a started worker promptly
+(`_start_promptly`).
+
+Call `install()` once, before the first TFF computation runs:
+
+  from tff_dprec import worker_reaper
+  worker_reaper.install()
+
+The library's one piece of process-wide state: the workers belong to the
+process, so the list of them does too. `install` patches a private module of
+TFF 0.87 (`executor_factory`, which starts the workers); TFF exports no hook.
 """
 
 import atexit
@@ -104,7 +114,7 @@ def _no_op_del(self):
 
 
 def install() -> None:
-  """Patches TFF's worker launcher; idempotent."""
+  """Ties TFF's local workers to this process; idempotent."""
   global _installed
   if _installed:
     return

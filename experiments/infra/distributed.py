@@ -23,7 +23,7 @@ import portpicker
 import tensorflow_federated as tff
 
 from experiments.infra import compile_cache
-from experiments.infra import worker_reaper
+from tff_dprec import worker_reaper
 
 _GRPC_OPTIONS = [('grpc.max_send_message_length', -1),
                  ('grpc.max_receive_message_length', -1)]

@@ -50,7 +50,7 @@ def run_main(define_flags: Callable[[], None],
   if 'tensorflow_federated' in sys.modules:
     # Its workers die with the program, and its ServiceManagers' `__del__`
     # print nothing at exit (below a refusal's line, say).
-    from experiments.infra import worker_reaper  # pylint: disable=g-import-not-at-top
+    from tff_dprec import worker_reaper  # pylint: disable=g-import-not-at-top
     worker_reaper.install()
   app.run(functools.partial(call_main, main),
           flags_parser=functools.partial(parse_flags, doc=doc))
@@ -113,7 +113,7 @@ def call_main(main: Callable[[list], object], argv: list):
   except app.UsageError as e:
     fail(e)
   except OSError as e:
-    from experiments.infra import worker_reaper  # pylint: disable=g-import-not-at-top
+    from tff_dprec import worker_reaper  # pylint: disable=g-import-not-at-top
     worker_reaper.reap()
     fail(write_failure(e))
 

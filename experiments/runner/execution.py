@@ -16,10 +16,10 @@ from typing import Optional
 import tensorflow_federated as tff
 
 from tff_dprec import learning
+from tff_dprec import worker_reaper
 
 from experiments.data import tasks as tasks_lib
 from experiments.infra import compile_cache
-from experiments.infra import worker_reaper
 from experiments.runner import config as config_lib
 
 # Python's `random` seed while a process is built (`_fixed_keras_seeds`).

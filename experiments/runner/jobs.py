@@ -42,7 +42,6 @@ from absl import flags
 
 from experiments.infra import atomic_files
 from experiments.infra import quiet
-from experiments.infra import worker_reaper
 from experiments.runner import calibration_cache
 from experiments.runner import cli
 from experiments.runner import config as config_lib
@@ -52,6 +51,7 @@ from experiments.runner import phases
 from experiments.runner import planning
 from experiments.runner import run_setup
 from experiments.runner import training
+from tff_dprec import worker_reaper
 
 _POLL_SECONDS = 0.5
 # TensorFlow's and gRPC's C++ start-up chatter, kept in the logs but not

@@ -6,11 +6,11 @@ import os
 import tensorflow_federated as tff
 
 from tff_dprec import history as tff_history
+from tff_dprec import worker_reaper
 
 from experiments.data import evaluation
 from experiments.data import tasks as tasks_lib
 from experiments.infra import downlink as downlink_lib
-from experiments.infra import worker_reaper
 from experiments.runner import calibration_cache
 from experiments.runner import config as config_lib
 from experiments.runner import phases

@@ -17,7 +17,6 @@ import tensorflow_federated as tff
 
 from experiments.infra import compile_cache
 from experiments.infra import distributed
-from experiments.infra import worker_reaper
 from experiments.runner import calibration_cache
 from experiments.runner import config as config_lib
 from experiments.runner import execution
@@ -31,6 +30,7 @@ from experiments.runner import run_cache
 from experiments.runner import run_params
 from experiments.runner import run_setup
 from experiments.runner import seed_run
+from tff_dprec import worker_reaper
 
 
 def run_experiment(*, task_name: str, print_fn=print, **kwargs) -> list:

@@ -182,7 +182,7 @@ def child_planner_lines() -> dict:
   """The main job's planner lines after the run's calibrations, cold."""
   import tempfile  # pylint: disable=g-import-not-at-top
   os.environ['TFF_DPREC_CALIBRATION_CACHE'] = tempfile.mkdtemp()
-  from experiments.infra import worker_reaper  # pylint: disable=g-import-not-at-top
+  from tff_dprec import worker_reaper  # pylint: disable=g-import-not-at-top
   worker_reaper.install()
   import numpy as np  # pylint: disable=g-import-not-at-top
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top

@@ -237,7 +237,7 @@ def main(argv):
 
 
 def _rounds():
-  from experiments.infra import worker_reaper  # pylint: disable=g-import-not-at-top
+  from tff_dprec import worker_reaper  # pylint: disable=g-import-not-at-top
   worker_reaper.install()
   try:
     throughput.run(_AGGREGATORS.value, _PATHS.value,
@@ -250,7 +250,7 @@ def _rounds():
 
 def _in_law():
   """s/round of DP-REC in law against the codec and DP-FedAvg, per B."""
-  from experiments.infra import worker_reaper  # pylint: disable=g-import-not-at-top
+  from tff_dprec import worker_reaper  # pylint: disable=g-import-not-at-top
   worker_reaper.install()
   names = ('dp_fedavg', 'dp_rec_in_law', 'dp_rec')
   steady = {}
@@ -284,7 +284,7 @@ def _accounting():
 
 
 def _images():
-  from experiments.infra import worker_reaper  # pylint: disable=g-import-not-at-top
+  from tff_dprec import worker_reaper  # pylint: disable=g-import-not-at-top
   worker_reaper.install()
   try:
     aggregators = _AGGREGATORS.value if (
@@ -297,7 +297,7 @@ def _images():
 
 
 def _history():
-  from experiments.infra import worker_reaper  # pylint: disable=g-import-not-at-top
+  from tff_dprec import worker_reaper  # pylint: disable=g-import-not-at-top
   worker_reaper.install()
   row = history_bench(_WORDS.value, _TAGS.value, _CLIENTS.value,
                       _ROUNDS.value or 60, _REPEATS.value)

@@ -35,13 +35,13 @@ from absl import flags
 import tensorflow as tf  # pylint: disable=unused-import
 
 from experiments.infra import atomic_files
-from experiments.infra import worker_reaper
 from experiments.runner import cli as cli_lib
 from experiments.runner import config as config_lib
 from experiments.runner import registry
 from experiments.runner import stats
 from experiments.studies import tuning
 from experiments.studies import frontier_points
+from tff_dprec import worker_reaper
 
 ROWS = ('bits from c', 'more bits, same c', 'more bits, same epsilon')
 

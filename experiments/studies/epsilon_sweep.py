@@ -51,7 +51,6 @@ from absl import flags
 import tensorflow as tf  # pylint: disable=unused-import
 
 from experiments.infra import atomic_files
-from experiments.infra import worker_reaper
 from experiments.runner import cli as cli_lib
 from experiments.runner import config as config_lib
 from experiments.runner import registry
@@ -59,6 +58,7 @@ from experiments.runner import report
 from experiments.runner import stats
 from experiments.studies import tuning
 from tff_dprec import rec
+from tff_dprec import worker_reaper
 
 # Grids of the main job's setting (docs/EXPERIMENTS.md, "Tuning"): DP-FedAvg's
 # clip and server rate around the epsilon-1 optimum (0.2, 10); DP-REC's prior

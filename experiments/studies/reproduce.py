@@ -169,7 +169,7 @@ REAL_DATA_PARTS = (REAL_DATA_PART, ATTRIBUTION_PART)
 def _real_data(args, log, part):
   """A real-data part; a missing dataset is one line, exit 2."""
   from experiments.data import task_types  # pylint: disable=g-import-not-at-top
-  from experiments.infra import worker_reaper  # pylint: disable=g-import-not-at-top
+  from tff_dprec import worker_reaper  # pylint: disable=g-import-not-at-top
   worker_reaper.install()
   start = time.time()
   try:

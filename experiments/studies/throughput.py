@@ -123,7 +123,7 @@ def time_rounds(process, make_input, aggregator, path, sampled, *,
   from experiments.runner import execution  # pylint: disable=g-import-not-at-top
   from experiments.runner import sampling  # pylint: disable=g-import-not-at-top
   from experiments.infra import compile_cache  # pylint: disable=g-import-not-at-top
-  from experiments.infra import worker_reaper  # pylint: disable=g-import-not-at-top
+  from tff_dprec import worker_reaper  # pylint: disable=g-import-not-at-top
   times, inputs = [], []
   worker_cpu = own_cpu = worker_system = 0.0
   cache_before = dict(compile_cache.stats)

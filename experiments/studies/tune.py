@@ -35,10 +35,10 @@ from absl import flags
 # `app.run` fail to build (empty inbound nodes).
 import tensorflow as tf  # pylint: disable=unused-import
 
-from experiments.infra import worker_reaper
 from experiments.runner import cli as cli_lib
 from experiments.runner import config as config_lib
 from experiments.studies import tuning
+from tff_dprec import worker_reaper
 
 
 def main(argv):
