@@ -33,7 +33,7 @@ class EpsilonCurveTest(parameterized.TestCase):
     for r in rounds:  # In order, then again out of order.
       self.assertEqual(curve.epsilon(r),
                        accounting.dp_rec_epsilon(rounds=r, **kwargs))
-    self.assertEqual(accounting.dp_rec_epsilons(rounds=rounds[::-1],
+    self.assertEqual(accounting.dp_rec_epsilon_curve(rounds=rounds[::-1],
                                                 **kwargs),
                      [accounting.dp_rec_epsilon(rounds=r, **kwargs)
                       for r in rounds[::-1]])
@@ -43,7 +43,7 @@ class EpsilonCurveTest(parameterized.TestCase):
                   clients_per_round=10, delta=1e-5)
     self.assertEqual(accounting.DpRecEpsilonCurve(
         clip_ratio=1.0, **kwargs).epsilon(0), 0.0)
-    self.assertEqual(accounting.dp_rec_epsilons(
+    self.assertEqual(accounting.dp_rec_epsilon_curve(
         clip_ratio=0.0, rounds=[1, 10], **kwargs), [0.0, 0.0])
 
   def test_follows_the_accountant_dp_rec_epsilon_uses(self):

@@ -228,7 +228,7 @@ class GoldenTest(parameterized.TestCase):
       if case['kind'] != 'dp_rec_rounds':
         continue
       c, bits, groups, n, b = case['args']
-      got = accounting.dp_rec_epsilons(
+      got = accounting.dp_rec_epsilon_curve(
           clip_ratio=c, bits=bits, num_groups=groups, population=n,
           clients_per_round=b, delta=cases.delta_of(n),
           rounds=range(1, cases.PER_ROUND + 1))

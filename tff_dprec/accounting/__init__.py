@@ -13,8 +13,9 @@ epsilons, the calibrations and the errors. The modules:
   Theorem 1, unproven).
 * `dp_rec_accountant`: `make_dp_rec_accountant(accounting=...)` (the
   accountant by name), `dp_rec_epsilon`, `dp_rec_local_epsilon`.
-* `epsilon_curve`: `DpRecEpsilonCurve`, `dp_rec_epsilons` (a run's epsilon
-  after every round, from one accountant composing round by round).
+* `epsilon_curve`: `DpRecEpsilonCurve`, `dp_rec_epsilon_curve` (a run's
+  epsilon after each of many round counts, from one accountant composing
+  round by round).
 * `channel` (Renyi bounds of the DP-REC release), `rdp_bounds` (one
   draw's, Zhu-Wang), `profile`, `message_profile` and `loss_pmf`
   (privacy profiles, PLDs).
@@ -35,7 +36,7 @@ from tff_dprec.accounting.calibration import TargetUnreachableError
 from tff_dprec.accounting.dp_rec_accountant import dp_rec_epsilon
 from tff_dprec.accounting.dp_rec_accountant import dp_rec_local_epsilon
 from tff_dprec.accounting.dp_rec_accountant import make_dp_rec_accountant
-from tff_dprec.accounting.epsilon_curve import dp_rec_epsilons
+from tff_dprec.accounting.epsilon_curve import dp_rec_epsilon_curve
 from tff_dprec.accounting.epsilon_curve import DpRecEpsilonCurve
 from tff_dprec.accounting.events import dp_rec_round_event
 from tff_dprec.accounting.events import DpRecEvent
@@ -54,7 +55,7 @@ __all__ = [
     'default_delta',
     'dp_fedavg_epsilon',
     'dp_rec_epsilon',
-    'dp_rec_epsilons',
+    'dp_rec_epsilon_curve',
     'dp_rec_local_epsilon',
     'dp_rec_round_event',
     'DpRecEpsilonCurve',

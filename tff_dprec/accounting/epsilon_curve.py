@@ -74,7 +74,7 @@ class DpRecEpsilonCurve:
         reverse_divergence=self._reverse_divergence)
 
 
-def dp_rec_epsilons(*, rounds: Sequence[int], **kwargs) -> List[float]:
+def dp_rec_epsilon_curve(*, rounds: Sequence[int], **kwargs) -> List[float]:
   """`dp_rec_epsilon` after each of `rounds`, from one `DpRecEpsilonCurve`.
 
   Args:
