@@ -99,8 +99,8 @@ class HistoryServer:
   from 0 and must be recorded in order.
 
   A history of rounds [s, t) has `sum(ROUND_HEADER_BITS + n_r * message_bits)`
-  bits, plus `INITIAL_SEED_BITS` for a first-time client (whose s is 0). It is sent
-  when it is no larger than `full_bits`; otherwise the full state is sent.
+  bits, plus `INITIAL_SEED_BITS` for a first-time client (whose s is 0). It is
+  sent when it is no larger than `full_bits`; otherwise the full state is sent.
   A round is dropped from the log once the rounds from it to the newest
   exceed `full_bits`: a client that would need it gets the full state.
   History sizes are prefix-sum differences, O(1) per downlink.

@@ -65,7 +65,8 @@ Grouping = Union[str, int]
 
 def padded_dim(dim: int) -> int:
   """Returns `dim` rounded up to a multiple of Philox's output block."""
-  return _PHILOX_OUTPUTS_PER_COUNTER * _ceil_div(dim, _PHILOX_OUTPUTS_PER_COUNTER)
+  return (_PHILOX_OUTPUTS_PER_COUNTER
+          * _ceil_div(dim, _PHILOX_OUTPUTS_PER_COUNTER))
 
 
 def candidate_block(
@@ -275,7 +276,8 @@ def index_in_range(index: tf.Tensor, bits: int) -> tf.Tensor:
       index >= 0, tf.cast(index, tf.int64) < tf.constant(2**bits, tf.int64))
 
 
-def split_groups(sizes: Sequence[int], grouping: Grouping) -> list[tuple[int, int]]:
+def split_groups(sizes: Sequence[int],
+                 grouping: Grouping) -> list[tuple[int, int]]:
   """Splits a flat vector made of tensors of `sizes` into groups.
 
   Args:

@@ -118,7 +118,9 @@ def install() -> None:
   global _installed
   if _installed:
     return
-  from tensorflow_federated.python.core.impl.executor_stacks import executor_factory  # pylint: disable=g-import-not-at-top
+  # pylint: disable-next=g-import-not-at-top
+  from tensorflow_federated.python.core.impl.executor_stacks import (
+      executor_factory)
   executor_factory.subprocess = _SubprocessShim()
   _start_promptly(executor_factory)
   atexit.register(_at_exit)

@@ -17,8 +17,8 @@ accounting:
   the count, on the window that the Chernoff bound of dp_accounting's
   `self_convolve` leaves (the circular transform folds the mass outside
   it, at most 1e-15, into the window, and that bound is added to the mass
-  at +infinity, as dp_accounting does). `SelfComposer` keeps the transform for many counts (a run's
-  epsilon after every round).
+  at +infinity, as dp_accounting does). `SelfComposer` keeps the transform
+  for many counts (a run's epsilon after every round).
 * `LossPmf.epsilon_for_delta`: the smallest epsilon whose hockey-stick
   divergence is at most delta, read off as dp_accounting's
   `_get_epsilon_for_delta` reads it (the same running sums, in the same

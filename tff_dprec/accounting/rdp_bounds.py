@@ -73,7 +73,8 @@ def zhu_wang_upper_bound(q: float, base: np.ndarray,
   directions) and sampling probability q, at integer a >= 2,
     (a-1) eps'(a) <= log[(1-q)^(a-1) (a q - q + 1)
                          + C(a,2) q^2 (1-q)^(a-2) e^{eps(2)}
-                         + 3 sum_{l=3}^a C(a,l) (1-q)^(a-l) q^l e^{(l-1)eps(l)}].
+                         + 3 sum_{l=3}^a C(a,l) (1-q)^(a-l) q^l
+                               e^{(l-1)eps(l)}].
   `base[l - 2]` is eps(l).
 
   For small q the bracket is 1 + O(q^2): its log is formed as

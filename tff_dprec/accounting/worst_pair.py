@@ -36,7 +36,7 @@ supermodular in (-U, V). So (Section 11.3), every step below only raises it:
 
 import functools
 import math
-from typing import NamedTuple, Sequence, Tuple
+from typing import NamedTuple, Tuple
 
 import numpy as np
 from scipy import special
