@@ -6,7 +6,10 @@ import warnings
 from absl.testing import parameterized
 import numpy as np
 
+import dp_accounting
+
 from tff_dprec import accounting
+from tff_dprec.accounting import dp_rec_accountant
 from tff_dprec.accounting import rdp_bounds
 
 
@@ -54,11 +57,27 @@ class PaperAccountantTest(parameterized.TestCase):
                   rounds=10, delta=1e-5, accounting='paper')
     with self.assertWarns(accounting.UnprovenPaperBound) as caught:
       grouped = accounting.dp_rec_epsilon(bits=8, num_groups=8, **kwargs)
-    self.assertEqual(caught.filename, __file__)  # The caller's line.
+    # The line that called `compose`: here dp_rec_epsilon's.
+    self.assertEqual(caught.filename, dp_rec_accountant.__file__)
     with warnings.catch_warnings():
       warnings.simplefilter('error', accounting.UnprovenPaperBound)
       single = accounting.dp_rec_epsilon(total_bits=64, **kwargs)
     self.assertEqual(grouped, single)
+
+  def test_grouped_compose_warns_at_its_caller(self):
+    accountant = accounting.DpRecPaperAccountant()
+    grouped = accounting.DpRecEvent(clip_ratio=1.0, bits=4, num_groups=2)
+    nested = dp_accounting.ComposedDpEvent(
+        [dp_accounting.SelfComposedDpEvent(grouped, 3)])
+    for event in (grouped, nested):
+      with self.assertWarns(accounting.UnprovenPaperBound) as caught:
+        accountant.compose(event)
+      self.assertEqual(caught.filename, __file__)  # This file's line.
+      self.assertIn('num_groups=2', str(caught.warning))
+    with warnings.catch_warnings():
+      warnings.simplefilter('error', accounting.UnprovenPaperBound)
+      accountant.compose(
+          accounting.DpRecEvent(clip_ratio=1.0, bits=8, num_groups=1))
 
   def test_numerical_reverse_divergence_is_tighter_but_close(self):
     kwargs = dict(clip_ratio=1.41, population=3500, clients_per_round=100,

@@ -123,6 +123,38 @@ class ConstructionTest(tf.test.TestCase, parameterized.TestCase):
       for dtype in support.tensor_dtypes(value_type.member):
         self.assertTrue(np.issubdtype(dtype, np.integer), msg=str(value_type))
 
+  def test_message_type_is_what_crosses_to_the_server(self):
+    factory = dp_rec.DPRecSumFactory(noise_stddev=0.1, l2_clip=1.0)
+    process = factory.create(_STRUCT)
+    (_, moved), = support.clients_to_server_value_types(process.next)
+    num_groups = factory.num_groups(_STRUCT)
+    tff.test.assert_types_equivalent(moved.member,
+                                     dp_rec.message_type(num_groups))
+    self.assertTrue(dp_rec.is_message_type(moved.member))
+
+  @parameterized.named_parameters(
+      ('one_group', dp_rec.message_type(1), True),
+      ('many_groups', dp_rec.message_type(1000), True),
+      ('no_group', dp_rec.message_type(0), False),
+      ('unknown_groups', tff.to_type(collections.OrderedDict(
+          seed=np.int64, indices=tff.TensorType(np.int32, [None]))), False),
+      ('int64_indices', tff.to_type(collections.OrderedDict(
+          seed=np.int64, indices=tff.TensorType(np.int64, [2]))), False),
+      ('int32_seed', tff.to_type(collections.OrderedDict(
+          seed=np.int32, indices=tff.TensorType(np.int32, [2]))), False),
+      ('reordered', tff.to_type(collections.OrderedDict(
+          indices=tff.TensorType(np.int32, [2]), seed=np.int64)), False),
+      ('unnamed', tff.to_type([np.int64, tff.TensorType(np.int32, [2])]),
+       False),
+      ('extra_field', tff.to_type(collections.OrderedDict(
+          seed=np.int64, indices=tff.TensorType(np.int32, [2]),
+          norm=np.float32)), False),
+      ('float_update', tff.TensorType(np.float32, [3]), False),
+      ('federated', tff.FederatedType(dp_rec.message_type(2), tff.CLIENTS),
+       False))
+  def test_is_message_type(self, type_spec, expected):
+    self.assertEqual(dp_rec.is_message_type(type_spec), expected)
+
   def test_message_size_and_dp_event(self):
     factory = dp_rec.DPRecSumFactory(noise_stddev=0.05, l2_clip=0.06, bits=8,
                                      grouping=10**6)

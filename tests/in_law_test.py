@@ -404,12 +404,12 @@ class FactoryTest(tf.test.TestCase, parameterized.TestCase):
     self.assertGreater(abs(clients * clip - expected), 2 * _Z_COORDS * se)
     self.assertGreater(expected, 2 * _Z_COORDS * se)
 
-  def test_weighted_use_is_refused(self):
-    mean = tff.aggregators.MeanFactory(
-        value_sum_factory=dp_rec_in_law.DPRecInLawSumFactory(
-            noise_stddev=0.1, l2_clip=1.0))
-    with self.assertRaisesRegex(TypeError, 'weight'):
-      mean.create(_STRUCT, tff.TensorType(np.float32))
+  def test_weighted_call_is_refused(self):
+    # As build_fed_sgd calls its model aggregator.
+    mean = learning.dp_rec_in_law_aggregator(0.1, 1.0)
+    for factory in (mean, mean.sum_factory):
+      with self.assertRaisesRegex(TypeError, 'weight type'):
+        factory.create(_STRUCT, tff.TensorType(np.float32))
 
 
 class LearningTest(tf.test.TestCase):

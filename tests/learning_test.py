@@ -1,7 +1,7 @@
 """Tests for tff_dprec.learning."""
 
 import collections
-import warnings
+import re
 
 from absl.testing import parameterized
 import numpy as np
@@ -11,6 +11,7 @@ import tensorflow_federated as tff
 from tff_dprec import accounting
 from tff_dprec import history
 from tff_dprec import learning
+from tff_dprec import process_check
 from tff_dprec.aggregators import dp_rec
 from tff_dprec.aggregators import dp_rec_mean
 
@@ -38,11 +39,6 @@ def _client_data(seed):
 
 def _sgd():
   return tff.learning.optimizers.build_sgdm(0.1)
-
-
-_WEIGHTED_MISUSE = 'in the clear.*build_unweighted_fed_avg.*dp_rec_aggregator'
-_WRAPPED_MISUSE = (r'cannot be used inside \w*RobustFactory.*in the clear, '
-                   'outside the DP-REC message.*dp_rec_aggregator')
 
 
 class AggregatorTest(tf.test.TestCase, parameterized.TestCase):
@@ -116,28 +112,7 @@ class AggregatorTest(tf.test.TestCase, parameterized.TestCase):
 
 
 class WeightedUseTest(tf.test.TestCase):
-  """Weighted or sum-as-mean use fails, saying what to use."""
-
-  def test_mean_factory_around_the_sum_is_refused(self):
-    factory = tff.aggregators.MeanFactory(
-        dp_rec.DPRecSumFactory(noise_stddev=0.1, l2_clip=1.0))
-    value_type = tff.TensorType(np.float32, [3])
-    with self.assertRaisesRegex(TypeError, _WEIGHTED_MISUSE):
-      factory.create(value_type, tff.TensorType(np.float32))
-
-  def test_weighted_fed_avg_with_mean_factory_is_refused(self):
-    with self.assertRaisesRegex(TypeError, _WEIGHTED_MISUSE):
-      tff.learning.algorithms.build_weighted_fed_avg(
-          _model_fn, client_optimizer_fn=_sgd(),
-          model_aggregator=tff.aggregators.MeanFactory(
-              dp_rec.DPRecSumFactory(noise_stddev=0.1, l2_clip=1.0)))
-
-  def test_mean_factory_around_the_mean_is_refused(self):
-    factory = tff.aggregators.MeanFactory(
-        learning.dp_rec_aggregator(0.1, 1.0))
-    with self.assertRaisesRegex(TypeError, _WEIGHTED_MISUSE):
-      factory.create(tff.TensorType(np.float32, [3]),
-                     tff.TensorType(np.float32))
+  """Weighted builders fail, saying what to use."""
 
   def test_weighted_fed_avg_with_the_mean_is_refused_by_tff(self):
     # TFF type-checks the factory before any DP-REC code runs.
@@ -147,45 +122,11 @@ class WeightedUseTest(tf.test.TestCase):
           model_aggregator=learning.dp_rec_aggregator(0.1, 1.0))
 
   def test_fed_sgd_is_refused_saying_what_to_use(self):
+    # build_fed_sgd passes a weight type to any model aggregator.
     with self.assertRaisesRegex(
-        TypeError, 'weight type.*build_fed_sgd.*build_unweighted_fed_avg'):
+        TypeError, 'weight type.*build_fed_sgd.*build_dp_rec_fed_avg'):
       tff.learning.algorithms.build_fed_sgd(
           _model_fn, model_aggregator=learning.dp_rec_aggregator(0.1, 1.0))
-
-  def test_sum_as_model_aggregator_is_refused(self):
-    with self.assertRaisesRegex(
-        TypeError, 'sums the client updates.*dp_rec_aggregator'):
-      tff.learning.algorithms.build_unweighted_fed_avg(
-          _model_fn, client_optimizer_fn=_sgd(),
-          model_aggregator=dp_rec.DPRecSumFactory(noise_stddev=0.1,
-                                                  l2_clip=1.0))
-
-  def test_mean_factory_around_clipping_around_the_sum_is_refused(self):
-    # The wrapper between them hid MeanFactory from a check of the caller.
-    factory = tff.aggregators.MeanFactory(tff.aggregators.clipping_factory(
-        10.0, dp_rec.DPRecSumFactory(noise_stddev=0.1, l2_clip=1.0)))
-    with self.assertRaisesRegex(TypeError, _WRAPPED_MISUSE):
-      factory.create(tff.TensorType(np.float32, [3]),
-                     tff.TensorType(np.float32))
-
-  def test_weighted_fed_avg_with_clipping_around_the_sum_is_refused(self):
-    with self.assertRaisesRegex(TypeError, _WRAPPED_MISUSE):
-      tff.learning.algorithms.build_weighted_fed_avg(
-          _model_fn, client_optimizer_fn=_sgd(),
-          model_aggregator=tff.aggregators.MeanFactory(
-              tff.aggregators.clipping_factory(10.0, dp_rec.DPRecSumFactory(
-                  noise_stddev=0.1, l2_clip=1.0))))
-
-  def test_robust_wrappers_around_the_mean_are_refused(self):
-    # Their clipped / zeroed counts would reach the server in the clear.
-    for wrapper in (tff.aggregators.clipping_factory,
-                    tff.aggregators.zeroing_factory):
-      with self.subTest(wrapper.__name__), self.assertRaisesRegex(
-          TypeError, _WRAPPED_MISUSE):
-        tff.learning.algorithms.build_unweighted_fed_avg(
-            _model_fn, client_optimizer_fn=_sgd(),
-            model_aggregator=wrapper(10.0, learning.dp_rec_aggregator(
-                0.1, 1.0)))
 
   def test_unweighted_means_around_the_sum_still_work(self):
     value_type = tff.TensorType(np.float32, [3])
@@ -196,32 +137,55 @@ class WeightedUseTest(tf.test.TestCase):
             value_type, tff.TensorType(np.float32))
 
 
-class ClientMetricsWarningTest(tf.test.TestCase):
-  """Client metrics in the clear next to a private DP-REC aggregator warn."""
+class BuildDpRecFedAvgTest(tf.test.TestCase, parameterized.TestCase):
+  """The owned builder: the DP-REC mean unwrapped, no client metrics."""
 
-  def _build(self, aggregator, **kwargs):
-    with warnings.catch_warnings(record=True) as caught:
-      warnings.simplefilter('always')
-      tff.learning.algorithms.build_unweighted_fed_avg(
-          _model_fn, client_optimizer_fn=_sgd(), model_aggregator=aggregator,
-          **kwargs)
-    return [w for w in caught
-            if issubclass(w.category, learning.ClientMetricsWarning)]
+  @parameterized.named_parameters(
+      ('none', lambda: None),
+      ('tff_mean', tff.aggregators.UnweightedMeanFactory),
+      ('dp_rec_sum', lambda: dp_rec.DPRecSumFactory(noise_stddev=0.1,
+                                                    l2_clip=1.0)),
+      ('clipping_around_the_mean', lambda: tff.aggregators.clipping_factory(
+          10.0, learning.dp_rec_aggregator(0.1, 1.0))),
+      ('weighted_mean_around_the_sum', lambda: tff.aggregators.MeanFactory(
+          dp_rec.DPRecSumFactory(noise_stddev=0.1, l2_clip=1.0))))
+  def test_other_aggregators_are_refused(self, make):
+    aggregator = make()
+    with self.assertRaisesRegex(
+        TypeError, r'^aggregator must be a DP-REC mean factory \(a '
+        r'DPRecMeanFactory from tff_dprec.learning.dp_rec_aggregator'
+        rf'\(\.\.\.\)\), unwrapped, found {re.escape(repr(aggregator))}\.$'):
+      learning.build_dp_rec_fed_avg(_model_fn, _sgd(), aggregator=aggregator)
 
-  def test_default_metrics_warn_at_the_users_call(self):
-    caught = self._build(learning.dp_rec_aggregator(0.1, 1.0))
-    self.assertLen(caught, 1)
-    self.assertRegex(str(caught[0].message),
-                     'in the clear|outside the DP-REC message')
-    self.assertIn('no_client_metrics', str(caught[0].message))
-    self.assertEqual(caught[0].filename, __file__)
+  def test_builds_the_safe_process(self):
+    process = learning.build_dp_rec_fed_avg(
+        _model_fn, _sgd(), tff.learning.optimizers.build_sgdm(1.0),
+        aggregator=learning.dp_rec_aggregator(0.1, 0.3, bits=5))
+    metrics = process.next.type_signature.result.metrics.member
+    self.assertEmpty(metrics.client_work.train)
+    tff.test.assert_types_equivalent(
+        metrics.aggregator.mean_value,
+        tff.to_type(collections.OrderedDict(
+            upload_bits=np.int64, num_messages=np.int32,
+            rejected_messages=np.int32)))
+    report = learning.check_process(process, strict=True)
+    self.assertEqual([u.intrinsic for u in report.dp_rec_messages],
+                     ['federated_aggregate'])
+    self.assertEmpty(report.outside_dp_rec)
 
-  def test_no_client_metrics_does_not_warn(self):
-    self.assertEmpty(self._build(learning.dp_rec_aggregator(0.1, 1.0),
-                                 metrics_aggregator=learning.no_client_metrics))
+  def test_simulation_in_law_is_built_unchecked(self):
+    # Its clients send floats by design: a simulation, not a protocol.
+    process = learning.build_dp_rec_fed_avg(
+        _model_fn, _sgd(),
+        aggregator=learning.dp_rec_in_law_aggregator(0.1, 0.3, bits=5))
+    self.assertNotEmpty(learning.check_process(process).outside_dp_rec)
 
-  def test_compression_only_does_not_warn(self):
-    self.assertEmpty(self._build(learning.dp_rec_aggregator(0.1, None)))
+  def test_learning_exports_the_check(self):
+    self.assertIs(learning.check_process, process_check.check_process)
+    self.assertIs(learning.UploadReport, process_check.UploadReport)
+    self.assertIs(learning.ClientUpload, process_check.ClientUpload)
+    self.assertIs(learning.ClientDataOutsideDpRecError,
+                  process_check.ClientDataOutsideDpRecError)
 
 
 class HistoryArgumentsTest(tf.test.TestCase):
@@ -250,10 +214,8 @@ class ExecutionTest(tf.test.TestCase):
     aggregator = learning.dp_rec_aggregator(0.05, 0.2, bits=4,
                                             record_messages=True)
     server_optimizer = tff.learning.optimizers.build_sgdm(1.0)
-    process = tff.learning.algorithms.build_unweighted_fed_avg(
-        _model_fn, client_optimizer_fn=_sgd(),
-        server_optimizer_fn=server_optimizer, model_aggregator=aggregator,
-        metrics_aggregator=learning.no_client_metrics)
+    process = learning.build_dp_rec_fed_avg(
+        _model_fn, _sgd(), server_optimizer, aggregator=aggregator)
     state, server = learning.start_history(
         process, aggregator=aggregator, model_fn=_model_fn, initial_seed=7)
     seeded = history.seeded_model_weights(_model_fn, 7)

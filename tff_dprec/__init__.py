@@ -3,11 +3,15 @@
 Submodules load on first access: `accounting` and `plan` need only
 dp_accounting, so the accountant, the planner and their CLIs start without
 TensorFlow; `rec` and `message` load
-TensorFlow; `aggregators`, `learning` and `history` load TFF.
+TensorFlow; `aggregators`, `learning`, `process_check` and `history` load
+TFF.
 
 * `learning`: `dp_rec_aggregator(...)` for `tff.learning` (a
   `DPRecMeanFactory` that gives the layout, event and epsilon of a model),
-  `no_client_metrics`, history setup.
+  `build_dp_rec_fed_avg(...)`, `check_process(...)`, `no_client_metrics`,
+  history setup.
+* `process_check`: what a built TFF process sends from the clients to the
+  server, by type (`learning.check_process`).
 * `aggregators`: the TFF aggregation factories, `DPRecMeanFactory` and the
   `DPRecSumFactory` inside it (and `DPRecInLawSumFactory`, simulation only).
 * `message`: `MessageLayout` and the encoding of whole updates (plain TF).
@@ -25,7 +29,7 @@ TensorFlow; `aggregators`, `learning` and `history` load TFF.
 import importlib
 
 __all__ = ['accounting', 'aggregators', 'history', 'learning', 'message',
-           'plan', 'rec', 'sizes', 'worker_reaper']
+           'plan', 'process_check', 'rec', 'sizes', 'worker_reaper']
 
 
 def __getattr__(name):

@@ -1,13 +1,21 @@
 """DP-REC for `tff.learning`: the mean aggregator, its privacy, history setup.
 
+* `build_dp_rec_fed_avg(model_fn, client_optimizer_fn, ...,
+  aggregator=...)`: unweighted FedAvg whose clients send DP-REC messages and
+  nothing else (`build_unweighted_fed_avg` with the DP-REC mean and
+  `metrics_aggregator=no_client_metrics`, checked with `check_process`).
 * `dp_rec_aggregator(...)` returns a `DPRecMeanFactory`
-  (`tff_dprec.aggregators`): pass it as
-  `model_aggregator` to `tff.learning.algorithms.build_unweighted_fed_avg`,
-  and ask it for the message layout, the `DpRecEvent` and epsilon of your own
-  model (`layout(model)`, `dp_event(model)`, `epsilon(model, ...)`).
+  (`tff_dprec.aggregators`): pass it as `aggregator` to
+  `build_dp_rec_fed_avg`, or as `model_aggregator` to
+  `tff.learning.algorithms.build_unweighted_fed_avg`, and ask it for the
+  message layout, the `DpRecEvent` and epsilon of your own model
+  (`layout(model)`, `dp_event(model)`, `epsilon(model, ...)`).
 * `dp_rec_in_law_aggregator(...)`: SIMULATION ONLY, the same mean with the
   decoded updates drawn exactly in law at a fraction of the cost (floats
   are sent: a tool for studies, not a protocol).
+* `check_process(process, strict=...)`: every value a built process moves
+  from the clients to the server, with its TFF type, and whether it is a
+  DP-REC message (`tff_dprec.process_check`).
 * `message_layout(model, bits=..., grouping=...)`: the group count before the
   clip is known (to calibrate it).
 * `no_client_metrics`: a metrics aggregator that releases no client metrics.
@@ -18,14 +26,23 @@
 aggregated update (the trainable weights).
 
 DP-REC averages without client weights: a client's message depends on its
-update only. `tff.learning.algorithms.build_weighted_fed_avg` and
-`tff.aggregators.MeanFactory` are refused, and so is any other TFF factory
-wrapped around DP-REC (see `tff_dprec.aggregators.creation_guard`). A
-builder given a private DP-REC aggregator without
-`metrics_aggregator=no_client_metrics` warns (`ClientMetricsWarning`): TFF
-would sum the clients' training metrics in the clear. Where TFF's internals
-differ from those the guard relies on, it raises `TffInternalsError` rather
-than let the creation pass unchecked.
+update only. What is checked where:
+
+* `DPRecSumFactory.create` and `DPRecMeanFactory.create` refuse a weight
+  type (`tff.learning.algorithms.build_fed_sgd` passes one), and
+  `build_weighted_fed_avg` refuses the unweighted DP-REC mean itself.
+* `build_dp_rec_fed_avg` refuses any aggregator but a DP-REC mean, and
+  builds without client metrics.
+* `check_process` reads a built process and reports what else reaches the
+  server: the client metrics a builder sums without
+  `metrics_aggregator=no_client_metrics`, the weights of a
+  `tff.aggregators.MeanFactory` around DP-REC, the counts of
+  `clipping_factory` or `zeroing_factory` around it. `create` sees none of
+  these (it is told the value type only), so nothing refuses them at
+  creation: run `check_process(process, strict=True)` on a process you build
+  yourself. Nor does anything refuse `DPRecSumFactory` given to
+  `build_unweighted_fed_avg` as the model aggregator (the server would apply
+  the sum of the updates, not their mean); `build_dp_rec_fed_avg` does.
 """
 
 import collections
@@ -36,14 +53,16 @@ import tensorflow_federated as tff
 
 from tff_dprec import history
 from tff_dprec import message
+from tff_dprec import process_check
 from tff_dprec import rec
-from tff_dprec.aggregators import creation_guard
 from tff_dprec.aggregators import dp_rec
 from tff_dprec.aggregators import dp_rec_in_law
 from tff_dprec.aggregators import dp_rec_mean
 
-ClientMetricsWarning = creation_guard.ClientMetricsWarning
-TffInternalsError = creation_guard.TffInternalsError
+ClientUpload = process_check.ClientUpload
+UploadReport = process_check.UploadReport
+ClientDataOutsideDpRecError = process_check.ClientDataOutsideDpRecError
+check_process = process_check.check_process
 
 
 def dp_rec_aggregator(
@@ -57,10 +76,11 @@ def dp_rec_aggregator(
 ) -> dp_rec_mean.DPRecMeanFactory:
   """Returns the DP-REC mean, ready for `tff.learning` algorithm builders.
 
-  Pass it as `model_aggregator` to
-  `tff.learning.algorithms.build_unweighted_fed_avg` (with
-  `metrics_aggregator=no_client_metrics` for private training). Arguments as
-  in `DPRecSumFactory`. Measurements are nested under `mean_value`.
+  Pass it as `aggregator` to `build_dp_rec_fed_avg`, or as
+  `model_aggregator` to `tff.learning.algorithms.build_unweighted_fed_avg`
+  (with `metrics_aggregator=no_client_metrics` for private training; check
+  the process with `check_process`). Arguments as in `DPRecSumFactory`.
+  Measurements are nested under `mean_value`.
 
   Raises:
     TypeError, ValueError: For invalid arguments.
@@ -132,9 +152,72 @@ def no_client_metrics(metric_finalizers, local_unfinalized_metrics_type=None):
   return aggregate
 
 
+def build_dp_rec_fed_avg(
+    model_fn,
+    client_optimizer_fn: tff.learning.optimizers.Optimizer,
+    server_optimizer_fn: Optional[tff.learning.optimizers.Optimizer] = None,
+    *,
+    aggregator: dp_rec_mean.DPRecMeanFactory,
+    model_distributor: Optional[
+        tff.learning.templates.DistributionProcess] = None,
+    loop_implementation: tff.learning.LoopImplementation = (
+        tff.learning.LoopImplementation.DATASET_REDUCE),
+) -> tff.learning.templates.LearningProcess:
+  """Unweighted FedAvg whose clients send DP-REC messages and nothing else.
+
+  `tff.learning.algorithms.build_unweighted_fed_avg` with
+  `model_aggregator=aggregator`, unwrapped, and
+  `metrics_aggregator=no_client_metrics` (the round's
+  `metrics['client_work']['train']` is empty). The built process is then
+  checked with `check_process(process, strict=True)`: only the DP-REC
+  messages, and the count of messages (a 1 from each client), leave the
+  clients. An aggregator from `dp_rec_in_law_aggregator` (SIMULATION ONLY,
+  its clients send floats) is built the same way, and not checked.
+
+  Args:
+    model_fn: The `tff.learning` model function (or functional model), as
+      for `build_unweighted_fed_avg`.
+    client_optimizer_fn: The clients' `tff.learning.optimizers.Optimizer`.
+    server_optimizer_fn: The server's optimizer; `None` (default) is TFF's
+      default, `tff.learning.optimizers.build_sgdm(1.0)`.
+    aggregator: The DP-REC mean: a `DPRecMeanFactory` from
+      `dp_rec_aggregator(...)` (or `dp_rec_in_law_aggregator(...)`).
+    model_distributor: An optional `tff.learning.templates.
+      DistributionProcess`; `None` (default) broadcasts the model.
+    loop_implementation: The clients' training loop, as for
+      `build_unweighted_fed_avg` (default `DATASET_REDUCE`).
+
+  Returns:
+    The `tff.learning.templates.LearningProcess`.
+
+  Raises:
+    TypeError: If `aggregator` is not a `DPRecMeanFactory`, or for an
+      argument `build_unweighted_fed_avg` refuses.
+    ClientDataOutsideDpRecError: If the built process sends client data
+      outside DP-REC messages (a check of what TFF built: TFF 0.87 sends
+      none there).
+  """
+  if not isinstance(aggregator, dp_rec_mean.DPRecMeanFactory):
+    raise TypeError(
+        'aggregator must be a DP-REC mean factory (a DPRecMeanFactory from '
+        'tff_dprec.learning.dp_rec_aggregator(...)), unwrapped, found '
+        f'{aggregator!r}.')
+  process = tff.learning.algorithms.build_unweighted_fed_avg(
+      model_fn, client_optimizer_fn=client_optimizer_fn,
+      server_optimizer_fn=server_optimizer_fn,
+      model_distributor=model_distributor, model_aggregator=aggregator,
+      metrics_aggregator=no_client_metrics,
+      loop_implementation=loop_implementation)
+  if not isinstance(aggregator.sum_factory,
+                    dp_rec_in_law.DPRecInLawSumFactory):
+    check_process(process, strict=True)
+  return process
+
+
 def start_history(process: tff.learning.templates.LearningProcess, *,
                   aggregator: dp_rec_mean.DPRecMeanFactory,
-                  model_fn: Callable[[], Any], initial_seed: int) -> tuple[Any, history.HistoryServer]:
+                  model_fn: Callable[[], Any],
+                  initial_seed: int) -> tuple[Any, history.HistoryServer]:
   """Starts server-to-client history compression for a learning process.
 
   Sets the initial model to the one the seed R' = `initial_seed` gives
@@ -150,8 +233,9 @@ def start_history(process: tff.learning.templates.LearningProcess, *,
   server_optimizer=...)`.
 
   Args:
-    process: A process from `tff.learning.algorithms.
-      build_unweighted_fed_avg(model_fn, ..., model_aggregator=aggregator)`.
+    process: A process from `build_dp_rec_fed_avg(model_fn, ...,
+      aggregator=aggregator)` (or `tff.learning.algorithms.
+      build_unweighted_fed_avg(model_fn, ..., model_aggregator=aggregator)`).
     aggregator: Its `DPRecMeanFactory`, with `record_messages=True`.
     model_fn: The process's model function.
     initial_seed: The seed R' of the initial model (an int).

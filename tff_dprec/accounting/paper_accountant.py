@@ -13,7 +13,6 @@ reproduce the paper's Table 1.
 """
 
 import math
-import sys
 from typing import Optional, Sequence
 import warnings
 
@@ -31,6 +30,11 @@ from tff_dprec.accounting import rdp_bounds
 REVERSE_FORWARD_BOUND = 'forward_bound'  # The paper's: by D(mix || p).
 REVERSE_NUMERICAL = 'numerical'  # By quadrature.
 
+# `warnings.warn`'s stacklevel in `DpRecPaperAccountant.compose`: 1 would be
+# `compose` itself, 2 is the line that called it (a user's, or that of
+# `dp_rec_epsilon` or another function composing on its caller's behalf).
+_COMPOSE_CALLER_STACKLEVEL = 2
+
 _NeighborRel = dp_accounting.NeighboringRelation
 
 
@@ -47,7 +51,9 @@ class DpRecPaperAccountant(base_accountant.DpRecAccountantBase):
 
   Events as `DpRecAccountantBase`. Each draw adds the forward and reverse
   divergences of the Poisson-subsampled Gaussian with noise multiplier 1/c
-  over `orders`, and 12/2^b exp(c^2) to the delta `overhead`.
+  over `orders`, and 12/2^b exp(c^2) to the delta `overhead`. A `compose`
+  of messages of more than one group warns (`UnprovenPaperBound`) at the
+  line that called `compose`.
   """
 
   accounting = accountings.PAPER
@@ -82,15 +88,34 @@ class DpRecPaperAccountant(base_accountant.DpRecAccountantBase):
     self._reverse = np.zeros_like(orders)
     self._overhead = 0.0  # sum_t 12 / 2^b_t * exp(c_t^2)
     self._rho = 0.0  # sum_t exp(c_t^2)
+    # The most groups of a message the running `compose` met (its warning).
+    self._composed_groups = 0
 
   @property
   def overhead(self) -> float:
     """The delta overhead 12 sum_t 2^-b_t exp(c_t^2) so far."""
     return self._overhead
 
+  def compose(self, event: dp_accounting.DpEvent,
+              count: int = 1) -> 'DpRecPaperAccountant':
+    """Composes `event` `count` times, as `DpRecAccountantBase.compose`.
+
+    Warns with `UnprovenPaperBound` if `event` holds a message of more than
+    one group, at the line that called `compose` (a fixed stacklevel).
+
+    Raises:
+      As `DpRecAccountantBase.compose`.
+    """
+    self._composed_groups = 0
+    result = super().compose(event, count)
+    if self._composed_groups > 1:
+      warnings.warn(_unproven_message(self._composed_groups),
+                    UnprovenPaperBound,
+                    stacklevel=_COMPOSE_CALLER_STACKLEVEL)
+    return result
+
   def _compose_release(self, q, event, count):
-    if event.num_groups > 1:
-      warn_unproven(event.num_groups)
+    self._composed_groups = max(self._composed_groups, event.num_groups)
     c = float(event.clip_ratio)
     forward = _paper_forward_rdp(q, c, self._orders)
     if self._reverse_divergence == REVERSE_NUMERICAL:
@@ -129,27 +154,13 @@ class DpRecPaperAccountant(base_accountant.DpRecAccountantBase):
     return float(max(eps[i], 0.0)), float(self._orders[i])
 
 
-def warn_unproven(num_groups):
-  warnings.warn(
+def _unproven_message(num_groups: int) -> str:
+  return (
       f"accounting='paper' with num_groups={num_groups}: the paper treats M "
       'groups of b bits as one index of M*b bits (Theorem 3), a step that '
       'does not follow from its lemma; this epsilon is unproven. Use '
       "accounting='pld' (the default) or 'rdp' for a guarantee "
-      '(docs/PRIVACY.md).',
-      UnprovenPaperBound, stacklevel=_caller_stacklevel())
-
-
-def _caller_stacklevel() -> int:
-  """`warnings.warn`'s stacklevel of the first frame outside the accounting.
-
-  Frames of tff_dprec and of dp_accounting (`compose` calls back into the
-  accountant) are skipped: the warning points at the user's call.
-  """
-  frame, level = sys._getframe(2), 2  # pylint: disable=protected-access
-  while frame is not None and frame.f_globals.get(
-      '__name__', '').startswith(('tff_dprec', 'dp_accounting')):
-    frame, level = frame.f_back, level + 1
-  return level
+      '(docs/PRIVACY.md).')
 
 
 def _paper_forward_rdp(q, c, orders):

@@ -9,20 +9,17 @@
 * `DPRecInLawSumFactory`: SIMULATION ONLY, DP-REC's decoded sum drawn
   exactly in law; its clients send floats (a tool for studies, never a
   protocol to deploy).
-* `ClientMetricsWarning` and `TffInternalsError`: what the creation guard
-  (`creation_guard`) warns and raises.
+
+Their `create` refuses a weight type (`creation_guard`); what is built
+around them is checked by `tff_dprec.learning.check_process`.
 """
 
-from tff_dprec.aggregators.creation_guard import ClientMetricsWarning
-from tff_dprec.aggregators.creation_guard import TffInternalsError
 from tff_dprec.aggregators.dp_rec import DPRecSumFactory
 from tff_dprec.aggregators.dp_rec_in_law import DPRecInLawSumFactory
 from tff_dprec.aggregators.dp_rec_mean import DPRecMeanFactory
 
 __all__ = [
-    'ClientMetricsWarning',
     'DPRecInLawSumFactory',
     'DPRecMeanFactory',
     'DPRecSumFactory',
-    'TffInternalsError',
 ]

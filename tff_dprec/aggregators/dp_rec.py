@@ -6,7 +6,6 @@ of messages, and the `tff.aggregators` factory around them.
 """
 
 import collections
-import sys
 from typing import Optional
 
 import numpy as np
@@ -75,11 +74,13 @@ class DPRecSumFactory(tff.aggregators.UnweightedAggregationFactory):
 
   This is a sum. For `tff.learning`, use the mean around it,
   `tff_dprec.learning.dp_rec_aggregator(...)`, with
-  `tff.learning.algorithms.build_unweighted_fed_avg`. `create` refuses to be
-  called by a weighted factory (see `creation_guard`): inside
-  `tff.aggregators.MeanFactory` the weights would reach the server in the
-  clear, and given directly to `build_unweighted_fed_avg` the server would
-  apply the sum of the updates.
+  `tff_dprec.learning.build_dp_rec_fed_avg` (or
+  `tff.learning.algorithms.build_unweighted_fed_avg`). `create` refuses a
+  weight type (`creation_guard`). What encloses it (a weighted
+  `tff.aggregators.MeanFactory` would send the weights in the clear; given
+  directly to `build_unweighted_fed_avg` the server would apply the sum of
+  the updates) is not visible to `create`: `tff_dprec.learning.
+  check_process` reads what the built process sends.
   """
 
   def __init__(self,
@@ -241,21 +242,22 @@ class DPRecSumFactory(tff.aggregators.UnweightedAggregationFactory):
 
     return messages_sum
 
-  def create(self, value_type, *weight_type) -> tff.templates.AggregationProcess:
-    """Returns the process; refuses creation by a weighted factory.
+  def create(self, value_type,
+             weight_type=None) -> tff.templates.AggregationProcess:
+    """Returns the process; refuses a weight type.
+
+    Args:
+      value_type: The TFF type of a client's update: a tensor or structure
+        of float tensors of static shapes.
+      weight_type: Must be `None`. `tff.learning.algorithms.build_fed_sgd`
+        passes the client weights' type to any model aggregator; DP-REC
+        refuses it with a `TypeError` that says what to use.
 
     Raises:
-      TypeError: If `value_type` cannot be aggregated, or if the caller is a
-        `tff.aggregators.WeightedAggregationFactory` (`MeanFactory` would
-        send the weights in the clear and clip weight x update; TFF's
-        `as_weighted_aggregator`, i.e. `build_unweighted_fed_avg` given this
-        factory directly, would apply the sum instead of the mean).
-      creation_guard.TffInternalsError: If TFF's internals differ from those
-        `creation_guard` relies on, so that the creation cannot be checked.
+      TypeError: If `value_type` cannot be aggregated, or if `weight_type`
+        is given.
     """
     creation_guard.check_unweighted_call(self, weight_type)
-    creation_guard.check_unweighted_creator(
-        self, sys._getframe(1), is_mean=False)  # pylint: disable=protected-access
     client_encode = self._client_encoder(value_type)
     aggregate_messages = self._message_aggregator(value_type)
 
@@ -311,9 +313,40 @@ class DPRecSumFactory(tff.aggregators.UnweightedAggregationFactory):
                                         self._noise_stddev)
 
 
+def message_type(num_groups: int) -> tff.StructType:
+  """The TFF type of one client's message: `<seed=int64,indices=int32[M]>`.
+
+  What `DPRecSumFactory`'s clients send to the server, the only value that
+  leaves a client: the 64-bit seed R and one index per group (M =
+  `num_groups`, the layout's group count).
+  """
+  return tff.to_type(collections.OrderedDict(
+      seed=tff.TensorType(np.int64),
+      indices=tff.TensorType(np.int32, [num_groups])))
+
+
+def is_message_type(type_spec) -> bool:
+  """Whether `type_spec` is `message_type(M)` for some group count M >= 1.
+
+  Args:
+    type_spec: Any TFF type (a member type, not a federated one).
+  """
+  if not isinstance(type_spec, tff.StructType):
+    return False
+  elements = tff.structure.to_elements(type_spec)
+  if [name for name, _ in elements] != ['seed', 'indices']:
+    return False
+  indices = elements[1][1]
+  if not isinstance(indices, tff.TensorType) or len(indices.shape) != 1:
+    return False
+  num_groups = indices.shape[0]
+  return (isinstance(num_groups, int) and num_groups >= 1 and
+          type_spec.is_equivalent_to(message_type(num_groups)))
+
+
 def _decoding_message_aggregator(value_type, layout, noise_stddev):
   """Decodes each message in `federated_aggregate`'s accumulate step."""
-  message_type = _message_type(layout)
+  msg_type = message_type(layout.num_groups)
   accumulator_type = collections.OrderedDict(
       total=value_type,
       num_messages=tff.TensorType(np.int32),
@@ -327,7 +360,7 @@ def _decoding_message_aggregator(value_type, layout, noise_stddev):
         num_messages=tf.constant(0, tf.int32),
         rejected_messages=tf.constant(0, tf.int32))
 
-  @tff.tensorflow.computation(accumulator_type, message_type)
+  @tff.tensorflow.computation(accumulator_type, msg_type)
   def accumulate(acc, msg):
     valid = message.indices_valid(msg['indices'], layout)
     update = tf.cond(
@@ -354,7 +387,7 @@ def _decoding_message_aggregator(value_type, layout, noise_stddev):
     return _measurements(layout, acc['num_messages'],
                          acc['rejected_messages'])
 
-  @tff.federated_computation(tff.FederatedType(message_type, tff.CLIENTS))
+  @tff.federated_computation(tff.FederatedType(msg_type, tff.CLIENTS))
   def aggregate_messages(messages):
     acc = tff.federated_aggregate(messages, zero(), accumulate, merge, report)
     return acc.total, tff.federated_map(measurements_of, acc)
@@ -364,7 +397,7 @@ def _decoding_message_aggregator(value_type, layout, noise_stddev):
 
 def _recording_message_aggregator(layout, noise_stddev):
   """Collects the messages, sorts them by seed, decodes them in that order."""
-  message_type = _message_type(layout)
+  msg_type = message_type(layout.num_groups)
   matrix_type = _matrix_type(layout)
   num_columns = 1 + layout.num_groups
 
@@ -372,7 +405,7 @@ def _recording_message_aggregator(layout, noise_stddev):
   def zero():
     return tf.zeros([0, num_columns], tf.int64)
 
-  @tff.tensorflow.computation(matrix_type, message_type)
+  @tff.tensorflow.computation(matrix_type, msg_type)
   def accumulate(acc, msg):
     row = tf.concat([msg['seed'][tf.newaxis],
                      tf.cast(msg['indices'], tf.int64)], axis=0)
@@ -396,7 +429,7 @@ def _recording_message_aggregator(layout, noise_stddev):
     return total, _measurements(layout, tf.shape(messages)[0], rejected,
                                 messages)
 
-  @tff.federated_computation(tff.FederatedType(message_type, tff.CLIENTS))
+  @tff.federated_computation(tff.FederatedType(msg_type, tff.CLIENTS))
   def aggregate_messages(messages):
     collected = tff.federated_aggregate(messages, zero(), accumulate, merge,
                                         report)
@@ -416,10 +449,6 @@ def _measurements(layout, num_messages, rejected, messages=None):
   return measurements
 
 
-def _message_type(layout):
-  return tff.to_type(collections.OrderedDict(
-      seed=tff.TensorType(np.int64),
-      indices=tff.TensorType(np.int32, [layout.num_groups])))
 
 
 def _matrix_type(layout):

@@ -7,7 +7,6 @@ clients send their decoded updates as floats: it is not deployable.
 """
 
 import collections
-import sys
 from typing import Optional
 
 import numpy as np
@@ -123,16 +122,18 @@ class DPRecInLawSumFactory(tff.aggregators.UnweightedAggregationFactory):
     """The `DpRecEvent` of the simulated DP-REC (see `DPRecSumFactory`)."""
     return self._protocol.dp_event(value_type)
 
-  def create(self, value_type, *weight_type) -> tff.templates.AggregationProcess:
-    """Returns the process; refuses creation by a weighted factory.
+  def create(self, value_type,
+             weight_type=None) -> tff.templates.AggregationProcess:
+    """Returns the process; refuses a weight type.
+
+    Args:
+      value_type: As `DPRecSumFactory.create`.
+      weight_type: Must be `None` (as `DPRecSumFactory.create`).
 
     Raises:
       TypeError: As `DPRecSumFactory.create`.
-      creation_guard.TffInternalsError: As `DPRecSumFactory.create`.
     """
     creation_guard.check_unweighted_call(self, weight_type)
-    creation_guard.check_unweighted_creator(
-        self, sys._getframe(1), is_mean=False)  # pylint: disable=protected-access
     layout = self.layout(value_type)
     client_sample = self._client_sampler(value_type)
     count_type = tff.TensorType(np.int32)

@@ -6,8 +6,6 @@ questions about a model: its message layout, the `DpRecEvent` of one message
 and epsilon after a run.
 """
 
-import sys
-
 import tensorflow_federated as tff
 
 from tff_dprec import accounting as accounting_lib
@@ -31,10 +29,14 @@ class DPRecMeanFactory(tff.aggregators.UnweightedMeanFactory):
   For accounting, `layout`, `dp_event` and `epsilon` take the model (or the
   update type) and count its groups.
 
-  Weighted use is refused with a `TypeError` naming what to use instead:
-  inside `tff.aggregators.MeanFactory` the weights would reach the server as
-  float32 in the clear. `build_weighted_fed_avg` itself refuses this
-  unweighted factory in its own type check, before any of this code runs.
+  A weighted call of `create` (`tff.learning.algorithms.build_fed_sgd`'s)
+  is refused with a `TypeError` naming what to use instead;
+  `build_weighted_fed_avg` refuses this unweighted factory in its own type
+  check, before any of this code runs. A factory around it (a weighted
+  `tff.aggregators.MeanFactory` would send the weights as float32 in the
+  clear) is not visible to `create`: `tff_dprec.learning.check_process`
+  reports what a built process sends, and
+  `tff_dprec.learning.build_dp_rec_fed_avg` builds it unwrapped.
   """
 
   def __init__(self, sum_factory):
@@ -101,10 +103,18 @@ class DPRecMeanFactory(tff.aggregators.UnweightedMeanFactory):
         clients_per_round=clients_per_round, rounds=rounds, delta=delta,
         bits=event.bits, num_groups=event.num_groups, accounting=accounting)
 
-  def create(self, value_type, *weight_type) -> tff.templates.AggregationProcess:
+  def create(self, value_type,
+             weight_type=None) -> tff.templates.AggregationProcess:
+    """Returns the process of the mean; refuses a weight type.
+
+    Args:
+      value_type: As `DPRecSumFactory.create`.
+      weight_type: Must be `None` (as `DPRecSumFactory.create`).
+
+    Raises:
+      TypeError: As `DPRecSumFactory.create`.
+    """
     creation_guard.check_unweighted_call(self, weight_type)
-    creation_guard.check_unweighted_creator(
-        self, sys._getframe(1), is_mean=True)  # pylint: disable=protected-access
     return super().create(value_type)
 
 
