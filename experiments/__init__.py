@@ -1,8 +1,8 @@
 """Experiments for tff_dprec, laid out by role (imports point down).
 
 * `run.py`: `python -m experiments.run` (flags -> RunConfig -> training).
-* `runner/`: RunConfig, the aggregator registry, the training loop, checkpoints, ledger,
-  records and reports.
+* `runner/`: RunConfig, the aggregator registry, the training loop,
+  checkpoints, ledger, records and reports.
 * `data/`: tasks and their data.
 * `studies/`: reproduce (the paper's Table 1), epsilon sweep, tuning, audit,
   privacy tables, benchmarks; `python -m experiments.<study>` runs each.

@@ -1,4 +1,7 @@
-"""`python -m experiments.epsilon_sweep`: runs `experiments.studies.epsilon_sweep`."""
+"""`python -m experiments.epsilon_sweep`: the epsilon sweep's command.
+
+Runs `experiments.studies.epsilon_sweep`.
+"""
 
 from experiments.runner import cli
 from experiments.studies import epsilon_sweep

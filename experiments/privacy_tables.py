@@ -1,4 +1,7 @@
-"""`python -m experiments.privacy_tables`: runs `experiments.studies.privacy_tables`."""
+"""`python -m experiments.privacy_tables`: the privacy tables' command.
+
+Runs `experiments.studies.privacy_tables`.
+"""
 
 from experiments.runner import cli
 from experiments.studies import privacy_tables

@@ -16,7 +16,7 @@ from typing import Optional
 from absl import flags
 # Imported before absl parses flags: Keras models built after a late
 # TensorFlow import under `app.run` fail to build (empty inbound nodes).
-import tensorflow as tf  # pylint: disable=unused-import
+import tensorflow as tf  # pylint: disable=unused-import  # noqa: F401
 
 from experiments.runner import cli as cli_lib
 from experiments.runner import config as config_lib

@@ -15,7 +15,8 @@ from experiments.data import tasks as tasks_lib
 EVAL_BATCH = 2048
 
 
-def evaluate(task: tasks_lib.Task, model_weights, max_examples: Optional[int] = None,
+def evaluate(task: tasks_lib.Task, model_weights,
+             max_examples: Optional[int] = None,
              split: str = 'test') -> dict[str, float]:
   """Centralized evaluation of `model_weights` on a split of the task.
 
@@ -39,7 +40,8 @@ def evaluate(task: tasks_lib.Task, model_weights, max_examples: Optional[int] = 
                              _eval_data(task, split, max_examples))
 
 
-def evaluate_with_model(task: tasks_lib.Task, model_weights, data) -> dict[str, float]:
+def evaluate_with_model(task: tasks_lib.Task, model_weights,
+                        data) -> dict[str, float]:
   """`evaluate` through the model's `forward_pass` on (x, y) batches."""
   model, eval_step = _evaluator(task)
   model_weights.assign_weights_to(model)
@@ -133,7 +135,8 @@ def _eval_data(task: tasks_lib.Task, split: str, max_examples=None):
   return data
 
 
-def frequent_tags_recall_at_5(task: tasks_lib.Task, split: str = 'test') -> float:
+def frequent_tags_recall_at_5(task: tasks_lib.Task,
+                              split: str = 'test') -> float:
   """Recall@5 of always predicting the 5 most frequent tags (SO-LR only).
 
   The tag vocabulary is ordered by training frequency, so these are tags 0-4.

@@ -120,8 +120,8 @@ def build_digits(settings: task_types.BuildSettings) -> task_types.TaskData:
   x = (digits.images.astype(np.float32) / 16.0)[..., None]
   y = digits.target.astype(np.int32)
   order = np.random.default_rng(1234).permutation(len(y))
-  # 360 test examples, 180 validation examples (for `experiments.studies.tune`), the
-  # other 1257 dealt to the clients.
+  # 360 test examples, 180 validation examples (for
+  # `experiments.studies.tune`), the other 1257 dealt to the clients.
   test, validation, train = order[:360], order[360:540], order[540:]
   baseline = _dirichlet_image_task(x[train], y[train], x[test], y[test], 100,
                                    1.0, batch, seed, models.small_cnn,

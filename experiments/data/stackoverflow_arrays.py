@@ -1,4 +1,4 @@
-"""StackOverflow tag prediction as in-memory arrays (the embedded data's fast path).
+"""StackOverflow tag prediction in memory: the embedded data's fast path.
 
 TFF's SO-LR pipeline reads every sampled client from SQLite and maps each
 example through string splitting and vocabulary lookups inside the round
@@ -40,7 +40,8 @@ from experiments.infra import atomic_files
 
 CACHE_NAME = 'stackoverflow_arrays.npz'
 SPLITS = ('train', 'heldout', 'test')
-SHUFFLE_BUFFER = 1000  # TFF's stackoverflow constants.DEFAULT_SHUFFLE_BUFFER_SIZE
+# TFF's stackoverflow constants.DEFAULT_SHUFFLE_BUFFER_SIZE.
+SHUFFLE_BUFFER = 1000
 _FORMAT = 2  # Bumped whenever the preprocessing changes (invalidates caches).
 
 

@@ -15,7 +15,8 @@ import tensorflow_federated as tff
 # `create_tag_prediction_task_from_datasets` is not exported by TFF 0.87 (the
 # public `create_tag_prediction_task` downloads the vocabularies), so it is
 # imported from its module, here only.
-from tensorflow_federated.python.simulation.baselines.stackoverflow import tag_prediction_tasks
+from tensorflow_federated.python.simulation.baselines.stackoverflow import (
+    tag_prediction_tasks)
 
 from experiments.data import stackoverflow_arrays
 from experiments.data import stackoverflow_data

@@ -23,7 +23,8 @@ class Defaults:
   server_lr: float
   server_momentum: float
   batch_size: int
-  bits: Optional[int]  # None: DP-REC picks them from c (tff_dprec.plan.auto_bits).
+  # None: DP-REC picks them from c (tff_dprec.plan.auto_bits).
+  bits: Optional[int]
   grouping: Any
   noise_stddev: float  # DP-REC prior stddev sigma.
   l2_clip: float  # DP-FedAvg and DDGauss clip.

@@ -1,3 +1,4 @@
-"""The run layer: configuration, the aggregator registry, the training loop, checkpoints,
-the privacy ledger, records and reports. Uses data/, infra/ and the library.
+"""The run layer: configuration, the aggregator registry, the training loop,
+checkpoints, the privacy ledger, records and reports. Uses data/, infra/ and
+the library.
 """

@@ -3,11 +3,12 @@
 Each aggregator's run keeps, under `<output_dir>/<task>/<aggregator>/`:
 * `checkpoints/`: versions of a `tff.program.FileProgramStateManager` (one per
   completed round; TFF's naming and retention, each version one NumPy .npz
-  instead of a SavedModel: 5 ms instead of 0.2 s a round on SO-LR), holding the learning process state's leaves and the
-  driver's state (round, sampling RNG, totals, curve, privacy ledger, history
-  downlink) as JSON, with a SHA-256 over both and a fingerprint of the run's
-  configuration. A version that fails to load or to verify is reported,
-  renamed to `*.corrupt`, and the previous one is used.
+  instead of a SavedModel: 5 ms instead of 0.2 s a round on SO-LR), holding the
+  learning process state's leaves and the driver's state (round, sampling RNG,
+  totals, curve, privacy ledger, history downlink) as JSON, with a SHA-256 over
+  both and a fingerprint of the run's configuration. A version that fails to
+  load or to verify is reported, renamed to `*.corrupt`, and the previous one is
+  used.
 * `privacy_ledger.json` (`experiments.runner.ledger`): written before each round
   runs; checkpoints carry a copy of its total.
 * `record.json`: the finished run's record, so a resumed multi-aggregator run

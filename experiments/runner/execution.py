@@ -1,7 +1,7 @@
 """The TFF process a run trains, and the execution context that runs it.
 
-`build_process` is TFF's unweighted FedAvg with a calibrated aggregator, built so
-that the same build gives the same computation in every process;
+`build_process` is TFF's unweighted FedAvg with a calibrated aggregator, built
+so that the same build gives the same computation in every process;
 `set_context` installs TFF's local C++ context (the test context for
 DDGauss's secure sum) with compiled computations kept on disk
 (`experiments.infra.compile_cache`), or a worker pool's.

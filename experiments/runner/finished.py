@@ -41,7 +41,8 @@ def finished_runs(config: config_lib.RunConfig, task=None) -> list:
   return records
 
 
-def finished_run(task, config, aggregator, task_dir, print_fn) -> Optional[dict]:
+def finished_run(task, config, aggregator, task_dir,
+                 print_fn) -> Optional[dict]:
   """The saved record of `config.seed`'s run of `aggregator` if it finished.
 
   A record whose params differ from `aggregator`'s only in their

@@ -125,7 +125,8 @@ def _draw_line(ax, name: str, seed_curves: Sequence[list],
           markersize=3 + 2 * dash, markerfacecolor='none' if dash else None,
           markevery=max(1, len(x) // _MAX_MARKERS),
           linestyle=_LINESTYLES[dash % len(_LINESTYLES)], linewidth=1.4,
-          label=f"{report.display_name(name)} ({n} seed{'' if n == 1 else 's'})")
+          label=(f'{report.display_name(name)} '
+                 f"({n} seed{'' if n == 1 else 's'})"))
   if n > 1:
     ax.fill_between(x, [m - s for m, s in zip(y, se)],
                     [m + s for m, s in zip(y, se)], color=f'C{style % 10}',

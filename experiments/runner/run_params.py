@@ -112,7 +112,8 @@ def params_to_pin(run_dir: str, config: dict) -> Optional[dict]:
   return old
 
 
-def fingerprint_config(task, config, aggregator, server_lr, use_history) -> dict:
+def fingerprint_config(task, config, aggregator, server_lr,
+                       use_history) -> dict:
   """What a checkpoint must match."""
   return dict(
       task=task.name, data_source=task.data_source,
@@ -134,8 +135,8 @@ def fingerprint_config(task, config, aggregator, server_lr, use_history) -> dict
       # Poisson sampling came after the first checkpoints: only it is named,
       # so that the others' fingerprints (and their resumes) are unchanged,
       # and a DP-FedAvg run of the fixed-size sampler is refused.
-      **({'sampling': aggregator.sampling} if aggregator.sampling == registry.POISSON
-         else {}),
+      **({'sampling': aggregator.sampling}
+         if aggregator.sampling == registry.POISSON else {}),
       # Named only when set (the default's fingerprints are unchanged): the
       # embedded data's generator settings are the data.
       **({'embedded_config': config.embedded_config}

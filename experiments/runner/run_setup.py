@@ -55,7 +55,8 @@ def calibrate(task, config, names=None) -> dict:
   """
   names = config.aggregators if names is None else names
   with phases.timed('calibrate and build'):
-    return {name: calibrated_aggregator(task, config, name, config.uses_history(name))
+    return {name: calibrated_aggregator(task, config, name,
+                                        config.uses_history(name))
             for name in names}
 
 

@@ -80,10 +80,11 @@ def build_aggregator(task, config, aggregator, pool, print_fn) -> Built:
   if warning:
     print_fn(f'[{task.name}/{name}] {warning}')
   server_lr = config.server_lr_for(task, aggregator.private_setting)
+  optimizer_name = execution.optimizer_name(task, config,
+                                            aggregator.private_setting)
   print_fn(f'[{task.name}/{name}] parameters: {aggregator.params}, '
            f'client_lr={config.client_lr}, server_lr={server_lr}, '
-           f'server optimizer '
-           f'{execution.optimizer_name(task, config, aggregator.private_setting)}')
+           f'server optimizer {optimizer_name}')
   execution.set_context(aggregator, pool)
   server_optimizer = execution.server_optimizer_for(
       task, server_lr, config, aggregator.private_setting)
@@ -246,7 +247,8 @@ def _run_round(run_, progress, state, round_num):
   rng = np.random.default_rng(0)
   rng.bit_generator.state = progress.rng_state
   ids = sampling_lib.sample_clients(rng, run_.task.train_client_ids,
-                                    config.clients_per_round, aggregator.sampling)
+                                    config.clients_per_round,
+                                    aggregator.sampling)
   progress.rng_state = rng.bit_generator.state
   if run_.history is not None:
     with phases.timed('history downlink'):
@@ -277,7 +279,8 @@ def _run_round(run_, progress, state, round_num):
     progress.history_state = run_.history.get_state()
   progress.completed = round_num
   if aggregator.private:
-    progress.epsilon = aggregator.epsilon_after(round_num + progress.lost_rounds)
+    progress.epsilon = aggregator.epsilon_after(
+        round_num + progress.lost_rounds)
   progress.upload_bits += upload
   progress.download_bits += download
   train = output.metrics['client_work']['train']

@@ -45,22 +45,22 @@ def run(config: config_lib.RunConfig, print_fn=print,
         schedule: Optional[Iterable] = None, task=None) -> list:
   """Trains `config.task` once per aggregator; writes and returns records.
 
-  Every round is checkpointed under `output_dir` (`experiments.runner.checkpoints`);
-  with `resume` a run continues from the newest valid checkpoint, counting
-  rounds lost in a crash as spent privacy (`experiments.runner.ledger`), and
-  a finished run's record is reused (an aggregator whose runs have all
-  finished is not even built). `workers` > 0 runs the rounds on TFF C++
-  workers on loopback; `job_runs` trains only those runs and writes no
-  task-level outputs (`experiments.runner.jobs`, which also passes its
-  `start_time` for the wall time). `context_out`, when given, receives the
-  reference rows (initial model, frequent tags) and the wall time.
-  `print_plan` prints the planner's lines for DP-REC's setting
-  (`experiments.runner.planning`). `schedule`, for a job: the (aggregator,
-  seed) pairs to train, in order, read one at a time (the job claims each
-  as it comes to it); default: every run of `job_runs` (or of the config),
-  aggregator by aggregator, seed by seed. The runs of one call share their
-  identical round inputs and evaluations (`run_cache`). `task`: the task
-  of `config`, when the caller has it (else made).
+  Every round is checkpointed under `output_dir`
+  (`experiments.runner.checkpoints`); with `resume` a run continues from the
+  newest valid checkpoint, counting rounds lost in a crash as spent privacy
+  (`experiments.runner.ledger`), and a finished run's record is reused (an
+  aggregator whose runs have all finished is not even built). `workers` > 0 runs
+  the rounds on TFF C++ workers on loopback; `job_runs` trains only those runs
+  and writes no task-level outputs (`experiments.runner.jobs`, which also passes
+  its `start_time` for the wall time). `context_out`, when given, receives the
+  reference rows (initial model, frequent tags) and the wall time. `print_plan`
+  prints the planner's lines for DP-REC's setting
+  (`experiments.runner.planning`). `schedule`, for a job: the (aggregator, seed)
+  pairs to train, in order, read one at a time (the job claims each as it comes
+  to it); default: every run of `job_runs` (or of the config), aggregator by
+  aggregator, seed by seed. The runs of one call share their identical round
+  inputs and evaluations (`run_cache`). `task`: the task of `config`, when the
+  caller has it (else made).
 
   Raises:
     OutputDirError: If the output directory cannot be written (before any

@@ -51,8 +51,9 @@ from experiments.studies import attribution_rows as rows_lib
 from experiments.studies import attribution_schedule as schedule
 
 
-def run(output_dir: str, data_dir: str = 'data_cache', rounds: int = rows_lib.ROUNDS,
-        jobs: int = 1, log=print, report_only: bool = False,
+def run(output_dir: str, data_dir: str = 'data_cache',
+        rounds: int = rows_lib.ROUNDS, jobs: int = 1, log=print,
+        report_only: bool = False,
         reference_dir: Optional[str] = None) -> list[dict]:
   """Trains every row in order (module doc), then writes the report;
   `report_only` writes it from the runs finished so far. Returns the

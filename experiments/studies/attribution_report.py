@@ -71,8 +71,8 @@ def difference(a: dict, b: dict) -> dict:
 # each epsilon.
 def comparisons(eps) -> list[tuple]:
   tag = f'eps{eps:g}'
-  paper_gap = rows_lib.paper_value('metric', paper.DP_REC, eps) - rows_lib.paper_value(
-      'metric', paper.DP_FEDAVG, eps)
+  paper_gap = (rows_lib.paper_value('metric', paper.DP_REC, eps)
+               - rows_lib.paper_value('metric', paper.DP_FEDAVG, eps))
   return [
       ("DP-REC - DP-FedAvg, the paper's parameters",
        f'paper_dp_rec_{tag}', f'paper_dp_fedavg_{tag}', paper_gap),
@@ -106,8 +106,8 @@ def reference_gap(reference_dir) -> Optional[dict]:
   import json  # pylint: disable=g-import-not-at-top
   lines = {}
   for name in ('dp_rec', 'dp_fedavg'):
-    pattern = os.path.join(reference_dir, 'rows', name, 'eps3', rows_lib.TASK, name,
-                           'seed*', 'record.json')
+    pattern = os.path.join(reference_dir, 'rows', name, 'eps3', rows_lib.TASK,
+                           name, 'seed*', 'record.json')
     records = []
     for path in sorted(glob.glob(pattern)):
       with open(path) as f:
@@ -213,7 +213,8 @@ def _neighbour_note(neighbours) -> str:
                                    scores.items()) or 'not trained yet') +
            _verdict(name, scores) for name, scores in neighbours.items()]
   return ('Free parameters: the 300-round study\'s validation choices '
-          f'(DP-FedAvg clip {rows_lib.CHOSEN_CLIP}, DP-REC sigma {rows_lib.CHOSEN_SIGMA}), '
+          f'(DP-FedAvg clip {rows_lib.CHOSEN_CLIP}, '
+          f'DP-REC sigma {rows_lib.CHOSEN_SIGMA}), '
           'checked at 1,000 rounds on the validation split against their '
           'grid neighbours, one seed each: ' + '; '.join(parts) + '.')
 
@@ -223,7 +224,9 @@ def _verdict(name, scores) -> str:
   field, values = rows_lib.NEIGHBOURS[name]
   if len(scores) < len(values):
     return ''
-  chosen = f'{field}={rows_lib.CHOSEN_CLIP if name == "dp_fedavg" else rows_lib.CHOSEN_SIGMA}'
+  chosen_value = (rows_lib.CHOSEN_CLIP if name == 'dp_fedavg'
+                  else rows_lib.CHOSEN_SIGMA)
+  chosen = f'{field}={chosen_value}'
   best = max(scores, key=scores.get)
   where = ("on the grid's edge" if best in {f'{field}={v}' for v in (
       min(values), max(values))} else 'inside the grid')

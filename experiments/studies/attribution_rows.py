@@ -24,7 +24,8 @@ EVAL_EVERY = 25
 LAST_ROUNDS = 100  # The steadier figure: the mean of these rounds' points.
 REC_SEEDS = 5  # DP-REC rows and their exact-sample controls.
 OTHER_SEEDS = 3
-# The 300-round study's validation choices (docs/figures/fashion_mnist_table.md).
+# The 300-round study's validation choices
+# (docs/figures/fashion_mnist_table.md).
 CHOSEN_CLIP = 0.005  # DP-FedAvg's clip; DDGauss16 takes it too.
 CHOSEN_SIGMA = 0.0025  # DP-REC's prior sigma.
 NEIGHBOURS = {'dp_fedavg': ('l2_clip', (0.0025, 0.005, 0.01)),
@@ -63,8 +64,8 @@ def paper_value(quantity, method=None, eps=None):
 
 def _paper_rows(eps, block) -> list[Row]:
   fedavg = dict(l2_clip=paper_value('l2_clip', paper.DP_FEDAVG),
-                noise_multiplier=paper_value('noise_multiplier', paper.DP_FEDAVG,
-                                        eps))
+                noise_multiplier=paper_value('noise_multiplier',
+                                             paper.DP_FEDAVG, eps))
   rec = dict(noise_stddev=paper_value('noise_stddev', paper.DP_REC),
              clip_ratio=paper_value('clip_ratio', paper.DP_REC, eps))
   tag = f'eps{eps:g}'

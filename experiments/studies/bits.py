@@ -32,7 +32,7 @@ from absl import app
 from absl import flags
 # As in experiments.run: Keras models built after a TensorFlow import under
 # `app.run` fail to build (empty inbound nodes).
-import tensorflow as tf  # pylint: disable=unused-import
+import tensorflow as tf  # pylint: disable=unused-import  # noqa: F401
 
 from experiments.infra import atomic_files
 from experiments.runner import cli as cli_lib
@@ -143,7 +143,8 @@ def markdown(lines, clients, label) -> str:
   table = [f'DP-REC simulated in law at B = {clients} ({registry.DP_REC_IN_LAW}'
            f': {registry.IN_LAW_NOTE}).', '',
            f'| row | bits | c | sigma | epsilon | upload bits per client | '
-           f'{label} (%) | difference (points) |', '|---|---|---|---|---|---|---|---|']
+           f'{label} (%) | difference (points) |',
+           '|---|---|---|---|---|---|---|---|']
   for line in lines:
     if 'mean' not in line:
       table.append(f"| {line['row']} | not trained yet | | | | | | |")
@@ -198,7 +199,8 @@ def run_study(base, clients, sigma, more_bits, frontier_dir,
     else:
       print_fn(f'[bits] {row.name}: bits {row.config.bits or "from c"}, '
                f'sigma {sigma}')
-      records = training.run(row.config, print_fn=tuning.warnings_only(print_fn))
+      records = training.run(row.config,
+                             print_fn=tuning.warnings_only(print_fn))
     if records:
       label = records[0]['metric_label']
     trained.append((row, records))

@@ -28,11 +28,12 @@ at every point.
 A DP-REC setting whose calibrated clip ratio is at least
 `rec.IDEALISED_CLIP_RATIO_LIMIT` is neither tuned nor run: its epsilon rests
 on an idealisation that fails there (docs/PRIVACY.md, section 7); a point
-with no setting inside the limit is a table row that says so. Writes `<output_dir>/<task>/`: `epsilon_sweep.csv` (aggregator, target
-epsilon, spent epsilon, the chosen setting, c or z, seeds, mean, standard
-error, note), `epsilon_sweep.md` and `metric_vs_target_epsilon.png` (mean
-+- standard error against epsilon, log x; controls dashed; the
-frequent-tags and initial-model lines).
+with no setting inside the limit is a table row that says so. Writes
+`<output_dir>/<task>/`: `epsilon_sweep.csv` (aggregator, target epsilon, spent
+epsilon, the chosen setting, c or z, seeds, mean, standard error, note),
+`epsilon_sweep.md` and `metric_vs_target_epsilon.png` (mean +- standard error
+against epsilon, log x; controls dashed; the frequent-tags and initial-model
+lines).
 
 Privacy cost of tuning: as in `experiments.tune`, each tried setting is a
 separate private run on the same training clients.
@@ -48,7 +49,7 @@ from absl import app
 from absl import flags
 # As in experiments.run: Keras models built after a TensorFlow import under
 # `app.run` fail to build (empty inbound nodes).
-import tensorflow as tf  # pylint: disable=unused-import
+import tensorflow as tf  # pylint: disable=unused-import  # noqa: F401
 
 from experiments.infra import atomic_files
 from experiments.runner import cli as cli_lib
@@ -156,7 +157,8 @@ def summarize(points) -> list[dict]:
       rows.append(dict(aggregator=name, target_epsilon=target,
                        epsilon=max(epsilons) if epsilons else None,
                        setting=tuning.setting_name(setting),
-                       parameter=report.parameter_text(runs[0].get('params', {})),
+                       parameter=report.parameter_text(
+                           runs[0].get('params', {})),
                        seeds=len(runs), mean=mean, se=se,
                        note='; '.join(n for n in (
                            note, report.lost_rounds_note(runs)) if n)))
@@ -337,7 +339,8 @@ def run_sweep(base, epsilons, grids, *, tune_seeds: int, controls: bool,
           **default.asdict(), **setting, 'aggregators': names,
           'output_dir': os.path.join(
               eps_dir, name, tuning.setting_name(setting).replace(' ', '_'))})
-      print_fn(f'[sweep] epsilon {eps:g} {name}: {tuning.setting_name(setting)}')
+      print_fn(f'[sweep] epsilon {eps:g} {name}: '
+               f'{tuning.setting_name(setting)}')
       captured = {}
       records = training.run(config, print_fn=warnings_only,
                              context_out=captured)

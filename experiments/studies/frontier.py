@@ -10,9 +10,9 @@ simulated in law (`dp_rec_in_law`: its decoded updates drawn exactly in
 law, floats sent, at about DP-FedAvg's cost) at 640, 2560, 4096 and 10240),
 each calibrated to the target at its own B. Where the real codec has a
 point at the same B, the in-law point trains the real codec's chosen
-setting as is: a cross-check of the two modes (`verdict`). DP-REC's noise on the averaged
-update, over its clip, is 1 / (c sqrt(B)); DP-FedAvg's is z / B; c barely
-falls with B, so at some B DP-REC's noise meets DP-FedAvg's at B = 40
+setting as is: a cross-check of the two modes (`verdict`). DP-REC's noise on the
+averaged update, over its clip, is 1 / (c sqrt(B)); DP-FedAvg's is z / B; c
+barely falls with B, so at some B DP-REC's noise meets DP-FedAvg's at B = 40
 (`python -m tff_dprec.plan` predicts where), for a fraction of its upload.
 
 Each point's free parameters are chosen on the validation split where
@@ -56,7 +56,7 @@ from absl import app
 from absl import flags
 # As in experiments.run: Keras models built after a TensorFlow import under
 # `app.run` fail to build (empty inbound nodes).
-import tensorflow as tf  # pylint: disable=unused-import
+import tensorflow as tf  # pylint: disable=unused-import  # noqa: F401
 
 from experiments.runner import cli as cli_lib
 from experiments.runner import config as config_lib
@@ -118,7 +118,8 @@ def predicted_break_even(task, base, print_fn=print):
       **base.asdict(), 'aggregators': ('dp_rec',),
       'clients_per_round': clients}).resolved(task)
   try:
-    dp_rec_aggregator = run_setup.calibrated_aggregator(task, config, 'dp_rec', False)
+    dp_rec_aggregator = run_setup.calibrated_aggregator(
+        task, config, 'dp_rec', False)
     result = planning.plan_for_run(task, config, dp_rec_aggregator)
   except ValueError as e:
     print_fn(f'[frontier] the planner could not plan B = {clients}: {e}')

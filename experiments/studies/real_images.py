@@ -13,10 +13,10 @@ levels). Rows, in the order they train (cheapest decisions first):
 1. Tuning on the validation split (the 10,000 training images outside the
    clients), `tuning_seeds` seeds per setting (`TUNING_SEEDS` by default:
    one seed could not separate DP-REC's sigmas, whose seeds differ by 5-9
-   points) from `tuning_lib.TUNE_SEED_OFFSET` at epsilon 3: DP-FedAvg's clip and DP-REC's prior sigma (`GRIDS`, around the
-   paper's 0.01 and 0.005), each grown one geometric step past an edge
-   where its best value sits, up to `EXTENSIONS` times. The choices are
-   used at epsilon 6 too.
+   points) from `tuning_lib.TUNE_SEED_OFFSET` at epsilon 3: DP-FedAvg's clip and
+   DP-REC's prior sigma (`GRIDS`, around the paper's 0.01 and 0.005), each grown
+   one geometric step past an edge where its best value sits, up to `EXTENSIONS`
+   times. The choices are used at epsilon 6 too.
 2. DP-FedAvg and DP-REC at epsilon 3, each with its default accountant
    (PLD; DP-REC picks its bits from c), each with its no-noise control.
 3. DP-REC at the paper's c = 0.545 (7 bits per tensor, the paper's): the
@@ -92,7 +92,8 @@ def rows_for(chosen: dict, sound_paper_epsilon) -> list[Row]:
         Row('dp_rec', 'dp_rec', eps, chosen.get('dp_rec', {}), 'DP-REC',
             'PLD', controls=first),
         Row('dp_rec_paper_c', 'dp_rec', sound_paper_epsilon(c), dict(
-            clip_ratio=c, bits=aggregator_builders.PAPER_BITS), f"DP-REC at the paper's c = {c}",
+            clip_ratio=c, bits=aggregator_builders.PAPER_BITS),
+            f"DP-REC at the paper's c = {c}",
             'PLD (sound) at the paper\'s c', paper_epsilon=eps),
         Row('ddgauss16', 'ddgauss16', eps, ddgauss, 'DDGauss16', 'RDP',
             controls=first)]
@@ -218,11 +219,12 @@ def paper_c_epsilons(task, base) -> callable:
   config = config_lib.RunConfig(**{
       **base.asdict(), 'aggregators': ('dp_rec',),
       'target_epsilon': EPSILONS[0]}).resolved(task)
-  groups = run_setup.calibrated_aggregator(task, config, 'dp_rec', False).params[
-      'num_groups']
+  groups = run_setup.calibrated_aggregator(
+      task, config, 'dp_rec', False).params['num_groups']
   common = dict(population=task.population,
                 clients_per_round=config.clients_per_round,
-                rounds=config.rounds, delta=config.delta, bits=aggregator_builders.PAPER_BITS,
+                rounds=config.rounds, delta=config.delta,
+                bits=aggregator_builders.PAPER_BITS,
                 num_groups=groups)
 
   def epsilons(c):

@@ -48,8 +48,8 @@ Parts (the default is all four):
 without calibration, communication at full scale with one sampling seed, and
 toy training runs on tiny embedded data.
 
-Every number attributed to the paper comes from `PAPER`, one entry per
-number with the line of the paper's LaTeX source (arXiv:2111.05454) it is printed on
+Every number attributed to the paper comes from `PAPER`, one entry per number
+with the line of the paper's LaTeX source (arXiv:2111.05454) it is printed on
 (tests/reproduce_test.py checks each against the .tex).
 """
 

@@ -212,7 +212,8 @@ def local_training_floor(task, client_lr: float, sampled, repeats: int = 3):
   return best
 
 
-def encode_floor(aggregator, value_type, clients: int, repeats: int = 3) -> float:
+def encode_floor(aggregator, value_type, clients: int,
+                 repeats: int = 3) -> float:
   """Seconds for `clients` DP-REC encodes of `value_type` (in-process)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
@@ -375,7 +376,8 @@ def run_images(aggregators=('fedavg', 'dp_rec'), rounds: int = 6,
            f'{rounds} rounds (the same clients on both paths).')
   rows = []
   for name in aggregators:
-    aggregator = run_setup.calibrated_aggregator(task, config, name, record_messages=False)
+    aggregator = run_setup.calibrated_aggregator(task, config, name,
+                                                 record_messages=False)
     server_optimizer = execution.server_optimizer_for(
         task, config.server_lr_for(task, aggregator.private_setting), config,
         aggregator.private_setting)

@@ -33,7 +33,7 @@ from absl import app
 from absl import flags
 # As in experiments.run: Keras models built after a TensorFlow import under
 # `app.run` fail to build (empty inbound nodes).
-import tensorflow as tf  # pylint: disable=unused-import
+import tensorflow as tf  # pylint: disable=unused-import  # noqa: F401
 
 from experiments.runner import cli as cli_lib
 from experiments.runner import config as config_lib
@@ -66,7 +66,8 @@ def main(argv):
   results = tuning.tune(base, settings, path)
   fingerprint = tuning.base_fingerprint(base)
   ranked = sorted((r for r in results.values()
-                   if tuning.ran_under(r, fingerprint)), key=lambda r: -r['mean'])
+                   if tuning.ran_under(r, fingerprint)),
+                  key=lambda r: -r['mean'])
   print(f'\n{_AGGREGATOR.value} on {base.task}, validation split '
         f'({base.num_seeds} seed(s) each), best first:')
   for r in ranked:

@@ -64,8 +64,9 @@ def _value(name, text):
     return text if text in ('tensor', 'network') else int(text)
   if name in _STR_FIELDS:
     return text
+  tunable = _FLOAT_FIELDS + _INT_FIELDS + _STR_FIELDS + ('grouping',)
   raise GridError(f'--grid: {name!r} cannot be tuned; choose from '
-                  f'{_FLOAT_FIELDS + _INT_FIELDS + _STR_FIELDS + ("grouping",)}.')
+                  f'{tunable}.')
 
 
 def key(setting: dict) -> str:
