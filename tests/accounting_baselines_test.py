@@ -39,7 +39,8 @@ class DpFedAvgTest(parameterized.TestCase):
     # the paper's figure is not reproducible; z ~ 2.2 gives epsilon 6.
     eps = accounting.dp_fedavg_epsilon(
         noise_multiplier=2.15, population=100, clients_per_round=10,
-        rounds=1000, delta=_paper_delta(100), conversion='classic', accounting='rdp')
+        rounds=1000, delta=_paper_delta(100), conversion='classic',
+        accounting='rdp')
     self.assertAlmostEqual(eps, 6.24, delta=0.02)
     z = accounting.calibrate_dp_fedavg_noise(
         target_epsilon=6.0, population=100, clients_per_round=10, rounds=1000,
@@ -50,7 +51,8 @@ class DpFedAvgTest(parameterized.TestCase):
     kwargs = dict(noise_multiplier=1.0, population=1000, clients_per_round=10,
                   rounds=100, delta=1e-5)
     tight = accounting.dp_fedavg_epsilon(accounting='rdp', **kwargs)
-    classic = accounting.dp_fedavg_epsilon(conversion='classic', accounting='rdp', **kwargs)
+    classic = accounting.dp_fedavg_epsilon(conversion='classic',
+                                           accounting='rdp', **kwargs)
     self.assertLess(tight, classic)
     # The tight default matches dp_accounting's own RDP accountant.
     accountant = dp_accounting.rdp.RdpAccountant(

@@ -30,7 +30,7 @@ class RdpAccountantTest(parameterized.TestCase):
     self.assertAlmostEqual(eps, expected, places=12)
 
   def test_round_uses_zhu_wang_per_draw(self):
-    c, bits, groups, n, b, delta = 1.0, 7, 3, 500, 5, 1e-5
+    c, bits, groups, n, b = 1.0, 7, 3, 500, 5
     orders = np.asarray(rdp_bounds.SOUND_ORDERS)
     per_draw = rdp_bounds.sound_rdp(1 / n, c, bits, groups, orders)
     accountant = accounting.make_dp_rec_accountant()

@@ -55,8 +55,8 @@ class FixedNoiseMultiplierTest(tf.test.TestCase):
                   bits=7, grouping='tensor', noise_stddev=0.1, l2_clip=0.3)
 
   def test_given_noise_is_used_and_its_epsilon_reported(self):
-    plan = registry.build('dp_fedavg', target_epsilon=50.0, noise_multiplier=0.9,
-                      **self._SETTING)
+    plan = registry.build('dp_fedavg', target_epsilon=50.0,
+                          noise_multiplier=0.9, **self._SETTING)
     self.assertEqual(plan.params['noise_multiplier'], 0.9)
     self.assertEqual(plan.epsilon_after(5), accounting.dp_fedavg_epsilon(
         noise_multiplier=0.9, population=100, clients_per_round=10, rounds=5,

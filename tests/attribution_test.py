@@ -119,7 +119,8 @@ class AttributionTest(tf.test.TestCase):
     self.assertEqual(set(sizes.values()), {2})
     # Not a row's folder: a neighbour setting's (tune's runs/<setting>).
     block_of = collections.defaultdict(
-        lambda: 'neighbours', {r.key: r.block for r in attribution_rows.all_rows()})
+        lambda: 'neighbours',
+        {r.key: r.block for r in attribution_rows.all_rows()})
     third = [group for (folder, seeds, _), group in
              zip(self.trained, self.groups)
              if seeds == (2,) and block_of[folder] == 'eps3']

@@ -10,9 +10,11 @@ import tempfile
 from experiments.infra import quiet  # pylint: disable=g-import-not-at-top
 quiet.setup(argv=['pytest'])
 
-from absl import flags  # pylint: disable=g-import-not-at-top
+# After quiet.setup on purpose: it must run before TensorFlow is loaded.
+from absl import flags  # noqa: E402  # pylint: disable=g-import-not-at-top
 
-from tff_dprec import worker_reaper  # pylint: disable=g-import-not-at-top
+# pylint: disable-next=g-import-not-at-top
+from tff_dprec import worker_reaper  # noqa: E402
 
 # tf.test.TestCase.create_tempdir reads absl flags, which pytest never parses.
 flags.FLAGS.mark_as_parsed()

@@ -1,4 +1,5 @@
-"""`<method>_no_noise` control rows: the method's clip and sampling, no noise."""
+"""`<method>_no_noise` control rows: the method's clip and sampling, no noise.
+"""
 
 import numpy as np
 import tensorflow as tf
@@ -62,7 +63,8 @@ class ControlPlanTest(tf.test.TestCase):
       config = config_lib.RunConfig(
           task='stackoverflow_lr', aggregators=(name,), bits=4, rounds=2,
           clients_per_round=4, target_epsilon=8.0).resolved(task)
-      plan = run_setup.calibrated_aggregator(task, config, name, record_messages=False)
+      plan = run_setup.calibrated_aggregator(task, config, name,
+                                             record_messages=False)
       lines = []
       built = seed_run.build_aggregator(task, config, plan, None,  # pylint: disable=protected-access
                                          lines.append)
@@ -126,7 +128,8 @@ class ControlPlanTest(tf.test.TestCase):
     # the control of the protocol it simulates).
     for base in {registry.protocol(n) for n in registry.private_names()}:
       self.assertIn(base + registry.NO_NOISE_SUFFIX, registry.names())
-      self.assertEqual(registry.control_of(base + registry.NO_NOISE_SUFFIX), base)
+      self.assertEqual(
+          registry.control_of(base + registry.NO_NOISE_SUFFIX), base)
     self.assertIsNone(registry.control_of('dp_rec'))
     with self.assertRaisesRegex(ValueError, "unknown 'dp_rec_no_nois'"):
       config_lib.RunConfig(task='stackoverflow_lr',

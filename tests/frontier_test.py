@@ -88,7 +88,8 @@ class ParseTest(tf.test.TestCase):
 class RunFrontierTest(tf.test.TestCase):
 
   def _fakes(self, calls):
-    """(task, calibrated_aggregator, run): fakes that record the runs asked for."""
+    """(task, calibrated_aggregator, run): fakes that record the runs asked for.
+    """
     # training, the plans and the task are fakes: this checks which runs the
     # frontier asks for and what it keeps, not what they learn.
     defaults = types.SimpleNamespace(
@@ -129,7 +130,8 @@ class RunFrontierTest(tf.test.TestCase):
     grids = frontier_points.parse_grids('dp_rec@80: clip=0.1,0.2,0.4', points)
     printed = []
     with mock.patch.object(training, 'run', run), \
-        mock.patch.object(run_setup, 'calibrated_aggregator', calibrated_aggregator), \
+        mock.patch.object(run_setup, 'calibrated_aggregator',
+                          calibrated_aggregator), \
         mock.patch.object(tasks_lib, 'create_task', lambda *a, **k: task):
       done, context, label = frontier.run_frontier(
           base, points, grids, tune_seeds=1, print_fn=printed.append)
@@ -172,7 +174,8 @@ class RunFrontierTest(tf.test.TestCase):
     grids = frontier_points.parse_grids('dp_rec@80: clip=0.1,0.2,0.4',
                                         points)
     with mock.patch.object(training, 'run', run), \
-        mock.patch.object(run_setup, 'calibrated_aggregator', calibrated_aggregator), \
+        mock.patch.object(run_setup, 'calibrated_aggregator',
+                          calibrated_aggregator), \
         mock.patch.object(tasks_lib, 'create_task', lambda *a, **k: task):
       done, _, _ = frontier.run_frontier(base, points, grids, tune_seeds=1,
                                          print_fn=lambda *a: None)
@@ -196,7 +199,8 @@ class RunFrontierTest(tf.test.TestCase):
         rounds=5, clients_per_round=2, bits=None, grouping='network',
         noise_stddev=0.006, l2_clip=0.2, eval_every=10, client_lr=0.1)
     task = types.SimpleNamespace(defaults=defaults, population=1000)
-    calibrated_aggregator = lambda *a: types.SimpleNamespace(params=dict(clip_ratio=2.0))
+    calibrated_aggregator = lambda *a: types.SimpleNamespace(
+        params=dict(clip_ratio=2.0))
 
     def run(config, print_fn=print, context_out=None):
       del print_fn, context_out
@@ -211,7 +215,8 @@ class RunFrontierTest(tf.test.TestCase):
     grids = frontier_points.parse_grids('dp_rec@80: clip=0.1,0.2,0.4; '
                                  'dp_rec@160: clip=0.1,0.2', points)
     with mock.patch.object(training, 'run', run), \
-        mock.patch.object(run_setup, 'calibrated_aggregator', calibrated_aggregator), \
+        mock.patch.object(run_setup, 'calibrated_aggregator',
+                          calibrated_aggregator), \
         mock.patch.object(tasks_lib, 'create_task', lambda *a, **k: task):
       # Tune B = 80 only (its test runs are faked below).
       frontier_points.tune_point(base, 'dp_rec', 80, [
@@ -223,7 +228,8 @@ class RunFrontierTest(tf.test.TestCase):
     def no_training(*a, **k):
       raise AssertionError('report_only trained')
     with mock.patch.object(training, 'run', no_training), \
-        mock.patch.object(run_setup, 'calibrated_aggregator', calibrated_aggregator), \
+        mock.patch.object(run_setup, 'calibrated_aggregator',
+                          calibrated_aggregator), \
         mock.patch.object(finished, 'finished_records',
                           lambda c: done_by_b[c.clients_per_round]), \
         mock.patch.object(run_setup, 'reference_context',
@@ -240,7 +246,8 @@ class RunFrontierTest(tf.test.TestCase):
     self.assertEqual(done[2][3]['note'], '2 of 2 tuning settings not trained '
                      'yet (noise_stddev=0.05, noise_stddev=0.1)')
     self.assertEqual(context, dict(frequent_tags=0.22))
-    table = frontier_report.markdown(frontier_report.summarize(done), context, 'recall@5')
+    table = frontier_report.markdown(frontier_report.summarize(done), context,
+                                     'recall@5')
     self.assertIn('| dp_rec | 40 | task defaults: 1 of 2 seeds finished | ',
                   table)
     self.assertIn('| dp_rec | 160 | 2 of 2 tuning settings not trained yet',
@@ -264,14 +271,16 @@ class RunFrontierTest(tf.test.TestCase):
                       clip_ratio=2.0, noise_stddev=0.1, l2_clip=0.2)
               for s in config.seeds]
 
-    calibrated_aggregator = lambda *a: types.SimpleNamespace(params=dict(clip_ratio=2.0))
+    calibrated_aggregator = lambda *a: types.SimpleNamespace(
+        params=dict(clip_ratio=2.0))
     base = config_lib.RunConfig(
         task='stackoverflow_lr', aggregators=('dp_rec',), num_seeds=1,
         output_dir=self.create_tempdir().full_path, progress=False)
     points = frontier_points.parse_points('dp_rec: 80')
     printed = []
     with mock.patch.object(training, 'run', run), \
-        mock.patch.object(run_setup, 'calibrated_aggregator', calibrated_aggregator), \
+        mock.patch.object(run_setup, 'calibrated_aggregator',
+                          calibrated_aggregator), \
         mock.patch.object(tasks_lib, 'create_task', lambda *a, **k: task):
       done, _, _ = frontier.run_frontier(
           base, points, frontier_points.parse_grids(f'dp_rec@80: {grid}',
@@ -578,7 +587,8 @@ class ReportTest(tf.test.TestCase):
         r['seconds_per_round'] = seconds
       return (registry.DP_REC_IN_LAW, b, records,
               dict(setting='noise_stddev=0.1', shared_with='dp_rec'))
-    rows += frontier_report.summarize([point(640, 0.32, 0.2), point(2560, 0.40, 0.3)])
+    rows += frontier_report.summarize([point(640, 0.32, 0.2),
+                                       point(2560, 0.40, 0.3)])
     lines = frontier_report.verdict(rows)
     self.assertIn('* Cross-check at B = 640: dp_rec_in_law - dp_rec '
                   '-1.00 ± 1.41 points (equal in law: expected 0); s/round '
@@ -593,10 +603,12 @@ class ReportTest(tf.test.TestCase):
                   table)
 
   def test_in_law_point_takes_no_grid_where_dp_rec_has_a_point(self):
-    points = frontier_points.parse_points('dp_rec: 640; dp_rec_in_law: 640,4096')
+    points = frontier_points.parse_points(
+        'dp_rec: 640; dp_rec_in_law: 640,4096')
     with self.assertRaisesRegex(tuning.GridError, "cross-check"):
       frontier_points.parse_grids('dp_rec_in_law@640: clip=0.1,0.2', points)
-    grids = frontier_points.parse_grids('dp_rec_in_law@4096: clip=0.1,0.2', points)
+    grids = frontier_points.parse_grids('dp_rec_in_law@4096: clip=0.1,0.2',
+                                        points)
     self.assertEqual(grids[('dp_rec_in_law', 4096)],
                      [{'clip': 0.1}, {'clip': 0.2}])
 

@@ -145,7 +145,8 @@ class ImageTaskTest(tf.test.TestCase):
                         arrays['x_train'][500] / 255.0)
     weights = task.baseline.model_fn()
     del weights
-    self.assertEqual(task_registry.get('fashion_mnist').defaults.clients_per_round, 10)
+    self.assertEqual(
+        task_registry.get('fashion_mnist').defaults.clients_per_round, 10)
 
   def test_round_tensors_make_the_clients_datasets(self):
     folder = self.create_tempdir().full_path

@@ -19,7 +19,8 @@ def _main_job_one_round(root, *extra):
   return subprocess.run(
       [sys.executable, '-m', 'experiments.run', '--task=digits',
        '--aggregators=fedavg', '--rounds=1', '--clients_per_round=4',
-       '--num_seeds=1', '--noprogress', f'--data_dir={os.path.join(root, "data")}',
+       '--num_seeds=1', '--noprogress',
+       f'--data_dir={os.path.join(root, "data")}',
        f'--output_dir={os.path.join(root, "out")}',
        *extra], cwd=_REPO, capture_output=True, text=True, timeout=600,
       env=env)

@@ -76,7 +76,8 @@ class RealImagesTest(parameterized.TestCase):
     task, calibrated_aggregator, run = self._fakes(calls)
     out = self.create_tempdir().full_path
     with mock.patch.object(training, 'run', run), \
-        mock.patch.object(run_setup, 'calibrated_aggregator', calibrated_aggregator), \
+        mock.patch.object(run_setup, 'calibrated_aggregator',
+                          calibrated_aggregator), \
         mock.patch.object(tasks_lib, 'create_task', lambda *a, **k: task):
       cells = real_images.run(out, 'data', rounds=300, seeds=2,
                               log=lambda *a: None)
@@ -139,7 +140,8 @@ class RealImagesTest(parameterized.TestCase):
         return run(config) if config.aggregators[0] in done else []
       with mock.patch.object(training, 'run', must_not_train), \
           mock.patch.object(finished, 'finished_records', finished_records), \
-          mock.patch.object(run_setup, 'calibrated_aggregator', calibrated_aggregator), \
+          mock.patch.object(run_setup, 'calibrated_aggregator',
+                            calibrated_aggregator), \
           mock.patch.object(tasks_lib, 'create_task', lambda *a, **k: task):
         real_images.run(out, 'data', rounds=300, seeds=2,
                         log=lambda *a: None, report_only=True)
@@ -158,7 +160,8 @@ class RealImagesTest(parameterized.TestCase):
                   'finished)', table)
     # Tuned (by a training pass), then a report with some rows finished.
     with mock.patch.object(training, 'run', run), \
-        mock.patch.object(run_setup, 'calibrated_aggregator', calibrated_aggregator), \
+        mock.patch.object(run_setup, 'calibrated_aggregator',
+                          calibrated_aggregator), \
         mock.patch.object(tasks_lib, 'create_task', lambda *a, **k: task):
       real_images.tune_methods(real_images.base_config(out, 'data', 300, 2),
                                lambda *a: None)
@@ -192,7 +195,8 @@ class RealImagesTest(parameterized.TestCase):
                   '1060.50, l2_clip=0.02: 1055.50 (inside the grid).', table)
     self.assertIn('* dp_rec: noise_stddev=0.0025: 1020.50, noise_stddev=0.005:'
                   ' 1030.50, noise_stddev=0.01: 1040.50, noise_stddev=0.02: '
-                  '1035.50 (grid grown past its edge to noise_stddev=0.02, inside the grid).',
+                  '1035.50 (grid grown past its edge to noise_stddev=0.02, '
+                  'inside the grid).',
                   table)
 
   @parameterized.named_parameters(
@@ -205,7 +209,8 @@ class RealImagesTest(parameterized.TestCase):
     task, calibrated_aggregator, run = self._fakes(calls)
     out = self.create_tempdir().full_path
     with mock.patch.object(training, 'run', run), \
-        mock.patch.object(run_setup, 'calibrated_aggregator', calibrated_aggregator), \
+        mock.patch.object(run_setup, 'calibrated_aggregator',
+                          calibrated_aggregator), \
         mock.patch.object(tasks_lib, 'create_task', lambda *a, **k: task):
       real_images.run(out, 'data', rounds=300, seeds=2, log=lambda *a: None,
                       tuning_seeds=tuning_seeds)

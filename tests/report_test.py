@@ -1,4 +1,5 @@
-"""Tests for experiments.runner.report (tables, curves.csv and plots; no TFF)."""
+"""Tests for experiments.runner.report (tables, curves.csv and plots; no TFF).
+"""
 
 import csv
 import math
@@ -240,7 +241,8 @@ def _assert_plots(output_dir, paths):
 def test_plots_multi_seed_with_early_stop(tmp_path):
   records, curves = _multi_seed()
   _assert_plots(str(tmp_path),
-                report_plots.write_plots(str(tmp_path), records, curves, _CONTEXT))
+                report_plots.write_plots(str(tmp_path), records, curves,
+                                         _CONTEXT))
 
 
 def test_plots_single_seed(tmp_path):
@@ -256,7 +258,8 @@ def test_plots_without_private_aggregator(tmp_path):
   records = [_record('fedavg', s, 0.5) for s in range(2)]
   assert report_plots.write_plots(str(tmp_path), records, curves)
   _assert_plots(str(tmp_path),
-                report_plots.write_plots(str(tmp_path), records, curves, _CONTEXT))
+                report_plots.write_plots(str(tmp_path), records, curves,
+                                         _CONTEXT))
 
 
 def test_no_records():

@@ -1,4 +1,5 @@
-"""Tests for experiments.studies.reproduce (the paper's Table 1 side by side)."""
+"""Tests for experiments.studies.reproduce (the paper's Table 1 side by side).
+"""
 
 import json
 import math
@@ -398,7 +399,8 @@ class ConfigTest(parameterized.TestCase):
 
 
 class CommittedOutputTest(tf.test.TestCase):
-  """docs/ holds a full run's output: it must agree with the paper and itself."""
+  """docs/ holds a full run's output: it must agree with the paper and itself.
+  """
 
   _DOCS = os.path.join(os.path.dirname(os.path.dirname(
       os.path.abspath(__file__))), 'docs')

@@ -5,7 +5,8 @@ import os
 import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
-from tensorflow_federated.python.simulation.baselines.stackoverflow import tag_prediction_preprocessing
+from tensorflow_federated.python.simulation.baselines.stackoverflow import (
+    tag_prediction_preprocessing)
 
 from experiments.data import stackoverflow_arrays
 from experiments.data import stackoverflow_data
@@ -135,8 +136,9 @@ class StackOverflowArraysTest(tf.test.TestCase):
     ids = self.task.train_client_ids[:3]
     self.assertLen(self.task.round_input(ids, seed=0), 3)
     x, y = self.task.eval_arrays('test')
-    words, tags = stackoverflow_task.vocab(self.data_dir, stackoverflow_task.EMBEDDED_WORD_VOCAB,  # pylint: disable=protected-access
-                               stackoverflow_task.EMBEDDED_TAG_VOCAB)
+    words, tags = stackoverflow_task.vocab(  # pylint: disable=protected-access
+        self.data_dir, stackoverflow_task.EMBEDDED_WORD_VOCAB,
+        stackoverflow_task.EMBEDDED_TAG_VOCAB)
     self.assertEqual(x.shape, (self.task.arrays['test'].num_examples,
                                len(words)))
     self.assertEqual(y.shape[1], len(tags))
@@ -173,9 +175,10 @@ class StackOverflowArraysTest(tf.test.TestCase):
         self.assertAllClose(fast['loss'], slow['loss'],
                             rtol=1e-2 if case == 'saturated' else 1e-4,
                             msg=f'{case} {split}')
-    zero_recall = evaluation.evaluate(self.task, tff.learning.models.ModelWeights(
-        trainable=[np.zeros(s, np.float32) for s in shapes],
-        non_trainable=list(weights.non_trainable)))['recall_at_5']
+    zero_recall = evaluation.evaluate(
+        self.task, tff.learning.models.ModelWeights(
+            trainable=[np.zeros(s, np.float32) for s in shapes],
+            non_trainable=list(weights.non_trainable)))['recall_at_5']
     self.assertAllClose(zero_recall,
                         evaluation.frequent_tags_recall_at_5(self.task))
 

@@ -52,7 +52,8 @@ class StackOverflowDataTest(tf.test.TestCase):
     mtime = os.path.getmtime(os.path.join(a, stackoverflow_data.SQLITE_NAME))
     stackoverflow_data.generate(a, _TINY)  # Same config: not rewritten.
     self.assertEqual(
-        mtime, os.path.getmtime(os.path.join(a, stackoverflow_data.SQLITE_NAME)))
+        mtime,
+        os.path.getmtime(os.path.join(a, stackoverflow_data.SQLITE_NAME)))
 
   def test_heavy_tailed_client_sizes(self):
     data_dir = self.create_tempdir().full_path

@@ -5,8 +5,9 @@ The study is `experiments.epsilon_sweep` at test scale: a one-setting tuning
 grid (the choice cannot depend on fresh noise), DP-FedAvg with its no-noise
 control, one seed, two rounds, on the digits task. DP-FedAvg's runs draw
 fresh noise by design (as DP-REC's client seeds are fresh; a DP-REC run's
-own resume is `seed_run_test.ResumeTest`'s); the controls are seeded. Kill moments come from `random.Random(seed)`; the seed is in every
-failure message, and `TFF_DPREC_KILL_SEED` sets another.
+own resume is `seed_run_test.ResumeTest`'s); the controls are seeded. Kill
+moments come from `random.Random(seed)`; the seed is in every failure message,
+and `TFF_DPREC_KILL_SEED` sets another.
 """
 
 import csv

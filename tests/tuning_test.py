@@ -361,7 +361,8 @@ class EpsilonSweepTest(tf.test.TestCase):
     self.assertEqual(tuning.choose({}, []), {})
 
   def _sweep_fakes(self, calls):
-    """(task, calibrated_aggregator, run): fakes that record the runs asked for."""
+    """(task, calibrated_aggregator, run): fakes that record the runs asked for.
+    """
     # training, the plans and the task are replaced by fakes: this checks
     # which runs the sweep asks for, not what they learn.
     defaults = types.SimpleNamespace(
@@ -401,7 +402,8 @@ class EpsilonSweepTest(tf.test.TestCase):
                                 num_seeds=3, progress=False)
     printed = []
     with mock.patch.object(training, 'run', run), \
-        mock.patch.object(run_setup, 'calibrated_aggregator', calibrated_aggregator), \
+        mock.patch.object(run_setup, 'calibrated_aggregator',
+                          calibrated_aggregator), \
         mock.patch.object(tasks_lib, 'create_task',
                           lambda *a, **k: task):
       points, context, label = epsilon_sweep.run_sweep(

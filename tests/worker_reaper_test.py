@@ -6,7 +6,8 @@ import types
 
 import numpy as np
 import tensorflow_federated as tff
-from tensorflow_federated.python.core.impl.executor_stacks import executor_factory
+from tensorflow_federated.python.core.impl.executor_stacks import (
+    executor_factory)
 
 from absl.testing import absltest
 from tff_dprec import worker_reaper
