@@ -169,9 +169,7 @@ def _define_training_flags():
       'task', 'stackoverflow_lr',
       'stackoverflow_lr, emnist, shakespeare, mnist or digits.')
   _AGGREGATORS = flags.DEFINE_list(
-      'aggregators', ['dp_rec', 'dp_rec_no_noise', 'ddgauss16',
-                      'ddgauss16_no_noise', 'dp_fedavg', 'dp_fedavg_no_noise',
-                      'dp_fedavg_rdp', 'fedavg'],
+      'aggregators', list(config_lib.DEFAULT_AGGREGATORS),
       'Comma-separated: dp_rec, rec, dp_fedavg, dp_fedavg_rdp (DP-FedAvg '
       'under RDP, the reference for DDGauss), ddgauss16, ddgauss12, fedavg, '
       'dp_rec_exact_sample (DP-REC\'s exact-sample control), and <private '

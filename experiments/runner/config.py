@@ -21,6 +21,10 @@ TASKS = task_registry.names()
 DOWNLINKS = ('auto', 'history', 'full')
 SERVER_OPTIMIZERS = ('adam', 'sgdm')
 EVAL_SPLITS = ('test', 'validation')
+# The rows of `python -m experiments.run` (the main job) by default.
+DEFAULT_AGGREGATORS = ('dp_rec', 'dp_rec_no_noise', 'ddgauss16',
+                       'ddgauss16_no_noise', 'dp_fedavg',
+                       'dp_fedavg_no_noise', 'dp_fedavg_rdp', 'fedavg')
 STORED = task_types.STORED
 POPULATION_HELP = (
     "Embedded stackoverflow_lr only: the training clients. Default: the "

@@ -14,10 +14,10 @@ another measurement):
   search evaluated;
 * the planner's cold start at the main job's setting (`python -m
   tff_dprec.plan ... --json`, a fresh process, imports included);
-* the main job's planner lines (`experiments.runner.planning`, through an
-  empty calibration cache), after the run's own calibrations of DP-REC,
-  DP-FedAvg and DDGauss16 (`registry.build`, not timed), as a run prints
-  them before it trains;
+* the main job's planner lines (`experiments.runner.planning.print_plan`,
+  through an empty calibration cache), after the run's own calibrations of
+  its aggregators (`run_setup.calibrate`, not timed), as the main job
+  prints them before it trains;
 * a run's epsilon after each of 1,000 rounds at Fashion-MNIST's setting
   (what `registry`'s `epsilon_after` costs a round).
 
@@ -182,30 +182,31 @@ def child_planner_lines() -> dict:
   """The main job's planner lines after the run's calibrations, cold."""
   import tempfile  # pylint: disable=g-import-not-at-top
   os.environ['TFF_DPREC_CALIBRATION_CACHE'] = tempfile.mkdtemp()
-  from tff_dprec import worker_reaper  # pylint: disable=g-import-not-at-top
+  try:
+    from tff_dprec import worker_reaper  # pylint: disable=g-import-not-at-top
+  except ImportError:  # A --baseline_root from before it moved there.
+    from experiments.infra import worker_reaper  # pylint: disable=g-import-not-at-top
   worker_reaper.install()
-  import numpy as np  # pylint: disable=g-import-not-at-top
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  from experiments.runner import config as config_lib  # pylint: disable=g-import-not-at-top
   from experiments.runner import planning  # pylint: disable=g-import-not-at-top
-  from experiments.runner import registry  # pylint: disable=g-import-not-at-top
-  from tff_dprec import plan as plan_lib  # pylint: disable=g-import-not-at-top
-  n, dimension = 342477, 50050
-  fed = dict(population=n, clients_per_round=40, rounds=50,
-             target_epsilon=1.0, delta=n**-1.1)
-  built = {name: registry.build(
-      name, value_type=tff.TensorType(np.float32, [dimension]), bits=None,
-      grouping='network', noise_stddev=0.006, l2_clip=0.2,
-      record_messages=False, accounting='pld', **fed)
-           for name in ('dp_rec', 'dp_fedavg', 'ddgauss16')}
+  from experiments.runner import run_setup  # pylint: disable=g-import-not-at-top
+  # As the main job (`python -m experiments.run --task=stackoverflow_lr`):
+  # its task, its calibrations (not timed), then its planner lines.
+  # A --baseline_root from before the constant: its calibrated rows.
+  rows = getattr(config_lib, 'DEFAULT_AGGREGATORS',
+                 ('dp_rec', 'ddgauss16', 'dp_fedavg', 'dp_fedavg_rdp'))
+  config = config_lib.RunConfig(task='stackoverflow_lr', aggregators=rows)
+  task = run_setup.create_task(config)
+  config = config.resolved(task)
+  calibrated = run_setup.calibrate(task, config)
   start = time.perf_counter()
-  # As `planning.plan_for_run` (the state of server SGD with momentum).
-  plan_lib.plan(dimension=dimension, bits=None,
-                num_groups=built['dp_rec'].params['num_groups'],
-                full_bits=2 * 32 * dimension, ddgauss_l2_clip=0.2,
-                calibrations=planning.CachedCalibrations, **fed)
+  plan = planning.print_plan(task, config, calibrated['dp_rec'],
+                             print_fn=lambda line: None)
   seconds = time.perf_counter() - start
   worker_reaper.reap()
-  return dict(seconds=seconds)
+  return dict(seconds=seconds, break_even=(
+      plan.dp_rec.break_even.clients_per_round
+      if plan and plan.dp_rec.break_even else None))
 
 
 def _run_child(root, *args):

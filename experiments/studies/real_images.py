@@ -508,13 +508,12 @@ def _mean_curves(path) -> dict:
 
 
 def _mean_curve(seeds: list[dict]) -> tuple[list, list]:
-  """(rounds, means) of per-seed {round: metric} curves (`_mean_curves`)."""
-  ends = [max(curve) for curve in seeds]
-  shared = sorted(set.intersection(*(
-      {r for r in curve if r < end} for curve, end in zip(seeds, ends))))
-  means = [sum(curve[r] for curve in seeds) / len(seeds) for r in shared]
-  final = sum(curve[end] for curve, end in zip(seeds, ends)) / len(seeds)
-  return shared + [max(ends)], means + [final]
+  """(rounds, means) of per-seed {round: metric} curves, by
+  `stats.mean_curve` (`_mean_curves`)."""
+  curves = [[{'round': r, 'metric': m} for r, m in sorted(curve.items())]
+            for curve in seeds]
+  points = stats.mean_curve(curves, lambda point: point['metric'])
+  return [x for x, _, _ in points], [mean for _, mean, _ in points]
 
 
 def cells(table) -> list[dict]:
