@@ -255,5 +255,5 @@ class CompositionInStepsTest(parameterized.TestCase):
 
 
 if __name__ == '__main__':
-  warnings.simplefilter('ignore', accounting.UnprovenPaperBound)
+  warnings.simplefilter('ignore', accounting.UnprovenPaperBoundWarning)
   absltest.main()

@@ -110,5 +110,5 @@ class EpsilonCurveTest(parameterized.TestCase):
 
 
 if __name__ == '__main__':
-  warnings.simplefilter('ignore', accounting.UnprovenPaperBound)
+  warnings.simplefilter('ignore', accounting.UnprovenPaperBoundWarning)
   absltest.main()

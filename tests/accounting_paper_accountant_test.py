@@ -55,12 +55,12 @@ class PaperAccountantTest(parameterized.TestCase):
   def test_grouped_messages_warn(self):
     kwargs = dict(clip_ratio=1.0, population=1000, clients_per_round=10,
                   rounds=10, delta=1e-5, accounting='paper')
-    with self.assertWarns(accounting.UnprovenPaperBound) as caught:
+    with self.assertWarns(accounting.UnprovenPaperBoundWarning) as caught:
       grouped = accounting.dp_rec_epsilon(bits=8, num_groups=8, **kwargs)
     # The line that called `compose`: here dp_rec_epsilon's.
     self.assertEqual(caught.filename, dp_rec_accountant.__file__)
     with warnings.catch_warnings():
-      warnings.simplefilter('error', accounting.UnprovenPaperBound)
+      warnings.simplefilter('error', accounting.UnprovenPaperBoundWarning)
       single = accounting.dp_rec_epsilon(total_bits=64, **kwargs)
     self.assertEqual(grouped, single)
 
@@ -70,12 +70,12 @@ class PaperAccountantTest(parameterized.TestCase):
     nested = dp_accounting.ComposedDpEvent(
         [dp_accounting.SelfComposedDpEvent(grouped, 3)])
     for event in (grouped, nested):
-      with self.assertWarns(accounting.UnprovenPaperBound) as caught:
+      with self.assertWarns(accounting.UnprovenPaperBoundWarning) as caught:
         accountant.compose(event)
       self.assertEqual(caught.filename, __file__)  # This file's line.
       self.assertIn('num_groups=2', str(caught.warning))
     with warnings.catch_warnings():
-      warnings.simplefilter('error', accounting.UnprovenPaperBound)
+      warnings.simplefilter('error', accounting.UnprovenPaperBoundWarning)
       accountant.compose(
           accounting.DpRecEvent(clip_ratio=1.0, bits=8, num_groups=1))
 

@@ -141,7 +141,7 @@ class InLawTest(tf.test.TestCase):
                   'download_bits_per_client', 'accounting', 'local_epsilon'):
       self.assertEqual(getattr(law, field), getattr(real, field), field)
     self.assertEqual(law.epsilon_after(5), real.epsilon_after(5))
-    self.assertIsInstance(law.rec_sum, dp_rec_in_law.DPRecInLawSumFactory)
+    self.assertIsInstance(law.rec_sum, dp_rec_in_law.DpRecInLawSumFactory)
     spec = registry.get(registry.DP_REC_IN_LAW)
     self.assertTrue(spec.in_law)
     self.assertEqual(registry.protocol(registry.DP_REC_IN_LAW), 'dp_rec')

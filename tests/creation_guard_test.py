@@ -18,8 +18,8 @@ from tff_dprec.aggregators import dp_rec_in_law
 _VALUE = tff.TensorType(np.float32, [3])
 _WEIGHT = tff.TensorType(np.float32)
 _FACTORIES = (
-    ('sum', lambda: dp_rec.DPRecSumFactory(noise_stddev=0.1, l2_clip=1.0)),
-    ('in_law_sum', lambda: dp_rec_in_law.DPRecInLawSumFactory(
+    ('sum', lambda: dp_rec.DpRecSumFactory(noise_stddev=0.1, l2_clip=1.0)),
+    ('in_law_sum', lambda: dp_rec_in_law.DpRecInLawSumFactory(
         noise_stddev=0.1, l2_clip=1.0)),
     ('mean', lambda: learning.dp_rec_aggregator(0.1, 1.0)),
     ('in_law_mean', lambda: learning.dp_rec_in_law_aggregator(0.1, 1.0)),
@@ -48,7 +48,7 @@ class WeightedCallTest(tf.test.TestCase, parameterized.TestCase):
     # MeanFactory calls its value sum with the value type alone: the weights
     # it sends in the clear are for check_process to report.
     mean = tff.aggregators.MeanFactory(
-        dp_rec.DPRecSumFactory(noise_stddev=0.1, l2_clip=1.0))
+        dp_rec.DpRecSumFactory(noise_stddev=0.1, l2_clip=1.0))
     self.assertIsInstance(mean.create(_VALUE, _WEIGHT),
                           tff.templates.AggregationProcess)
 

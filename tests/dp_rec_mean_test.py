@@ -31,15 +31,15 @@ class ConstructionTest(tf.test.TestCase):
 
   def test_public_import_path(self):
     # pylint: disable=g-import-not-at-top
-    from tff_dprec.aggregators import DPRecMeanFactory
+    from tff_dprec.aggregators import DpRecMeanFactory
     from tff_dprec import aggregators
     # pylint: enable=g-import-not-at-top
-    self.assertIs(DPRecMeanFactory, dp_rec_mean.DPRecMeanFactory)
-    self.assertIn('DPRecMeanFactory', aggregators.__all__)
+    self.assertIs(DpRecMeanFactory, dp_rec_mean.DpRecMeanFactory)
+    self.assertIn('DpRecMeanFactory', aggregators.__all__)
     self.assertIsInstance(learning.dp_rec_aggregator(0.1, 0.2),
-                          DPRecMeanFactory)
+                          DpRecMeanFactory)
     self.assertIsInstance(learning.dp_rec_in_law_aggregator(0.1, 0.2),
-                          DPRecMeanFactory)
+                          DpRecMeanFactory)
 
   def test_package_exports_exist(self):
     # pylint: disable=g-import-not-at-top
@@ -50,13 +50,13 @@ class ConstructionTest(tf.test.TestCase):
 
   def test_rejects_a_sum_that_is_not_dp_rec(self):
     with self.assertRaisesRegex(TypeError, 'sum_factory.*SumFactory'):
-      dp_rec_mean.DPRecMeanFactory(tff.aggregators.SumFactory())
+      dp_rec_mean.DpRecMeanFactory(tff.aggregators.SumFactory())
 
   def test_takes_either_dp_rec_sum(self):
     for sum_factory in (
-        dp_rec.DPRecSumFactory(noise_stddev=0.1, l2_clip=0.2),
-        dp_rec_in_law.DPRecInLawSumFactory(noise_stddev=0.1, l2_clip=0.2)):
-      mean = dp_rec_mean.DPRecMeanFactory(sum_factory)
+        dp_rec.DpRecSumFactory(noise_stddev=0.1, l2_clip=0.2),
+        dp_rec_in_law.DpRecInLawSumFactory(noise_stddev=0.1, l2_clip=0.2)):
+      mean = dp_rec_mean.DpRecMeanFactory(sum_factory)
       self.assertIs(mean.sum_factory, sum_factory)
       self.assertIsInstance(mean, tff.aggregators.UnweightedMeanFactory)
 
@@ -68,8 +68,8 @@ class ConstructionTest(tf.test.TestCase):
     self.assertIs(dp_rec_mean.update_type(_STRUCT), _STRUCT)
 
   def test_layout_from_a_model_or_its_type(self):
-    mean = dp_rec_mean.DPRecMeanFactory(
-        dp_rec.DPRecSumFactory(noise_stddev=0.1, l2_clip=0.2, bits=6))
+    mean = dp_rec_mean.DpRecMeanFactory(
+        dp_rec.DpRecSumFactory(noise_stddev=0.1, l2_clip=0.2, bits=6))
     layout = mean.layout(_model_fn)
     self.assertEqual(layout.num_groups, 2)  # Kernel and bias.
     self.assertEqual(layout.message_bits, 64 + 2 * 6)
@@ -79,7 +79,7 @@ class ConstructionTest(tf.test.TestCase):
 class ExecutionTest(tf.test.TestCase):
 
   def test_result_is_the_mean_of_the_decoded_messages(self):
-    mean = dp_rec_mean.DPRecMeanFactory(dp_rec.DPRecSumFactory(
+    mean = dp_rec_mean.DpRecMeanFactory(dp_rec.DpRecSumFactory(
         noise_stddev=0.5, l2_clip=1.0, bits=4, record_messages=True))
     process = mean.create(_STRUCT)
     values = [collections.OrderedDict(a=np.full(3, v, np.float32),

@@ -48,14 +48,14 @@ class ConstructionTest(tf.test.TestCase, parameterized.TestCase):
     kwargs = dict(noise_stddev=0.1, l2_clip=1.0, bits=7)
     kwargs.update(override)
     with self.assertRaisesRegex(error, name):
-      dp_rec.DPRecSumFactory(**kwargs)
+      dp_rec.DpRecSumFactory(**kwargs)
 
   def test_error_shows_value(self):
     with self.assertRaisesRegex(ValueError, r'-2\.5'):
-      dp_rec.DPRecSumFactory(noise_stddev=-2.5, l2_clip=1.0)
+      dp_rec.DpRecSumFactory(noise_stddev=-2.5, l2_clip=1.0)
 
   def test_accepts_numpy_scalars(self):
-    factory = dp_rec.DPRecSumFactory(
+    factory = dp_rec.DpRecSumFactory(
         noise_stddev=np.float32(0.1), l2_clip=np.float64(1.0), bits=np.int64(5))
     self.assertEqual(factory.bits, 5)
 
@@ -67,19 +67,19 @@ class ConstructionTest(tf.test.TestCase, parameterized.TestCase):
       ('sequence', tff.SequenceType(_VECTOR)),
   )
   def test_create_rejects_value_type(self, value_type):
-    factory = dp_rec.DPRecSumFactory(noise_stddev=0.1, l2_clip=1.0)
+    factory = dp_rec.DpRecSumFactory(noise_stddev=0.1, l2_clip=1.0)
     with self.assertRaises(TypeError):
       factory.create(value_type)
 
   def test_create_rejects_group_over_memory_budget(self):
     big = tff.TensorType(np.float32, [2**27 + 1])
-    factory = dp_rec.DPRecSumFactory(noise_stddev=0.1, l2_clip=1.0,
+    factory = dp_rec.DpRecSumFactory(noise_stddev=0.1, l2_clip=1.0,
                                      grouping='network')
     with self.assertRaisesRegex(ValueError, 'memory budget'):
       factory.create(big)
 
   def test_type_signatures(self):
-    process = dp_rec.DPRecSumFactory(noise_stddev=0.1, l2_clip=1.0,
+    process = dp_rec.DpRecSumFactory(noise_stddev=0.1, l2_clip=1.0,
                                      bits=6).create(_STRUCT)
     tff.test.assert_types_equivalent(
         process.initialize.type_signature,
@@ -101,7 +101,7 @@ class ConstructionTest(tf.test.TestCase, parameterized.TestCase):
   @parameterized.named_parameters(('decode_on_arrival', False),
                                   ('recorded_messages', True))
   def test_only_integer_messages_cross_to_the_server(self, record_messages):
-    process = dp_rec.DPRecSumFactory(
+    process = dp_rec.DpRecSumFactory(
         noise_stddev=0.1, l2_clip=1.0, bits=6,
         record_messages=record_messages).create(_STRUCT)
     moved = support.clients_to_server_value_types(process.next)
@@ -124,7 +124,7 @@ class ConstructionTest(tf.test.TestCase, parameterized.TestCase):
         self.assertTrue(np.issubdtype(dtype, np.integer), msg=str(value_type))
 
   def test_message_type_is_what_crosses_to_the_server(self):
-    factory = dp_rec.DPRecSumFactory(noise_stddev=0.1, l2_clip=1.0)
+    factory = dp_rec.DpRecSumFactory(noise_stddev=0.1, l2_clip=1.0)
     process = factory.create(_STRUCT)
     (_, moved), = support.clients_to_server_value_types(process.next)
     num_groups = factory.num_groups(_STRUCT)
@@ -156,7 +156,7 @@ class ConstructionTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(dp_rec.is_message_type(type_spec), expected)
 
   def test_message_size_and_dp_event(self):
-    factory = dp_rec.DPRecSumFactory(noise_stddev=0.05, l2_clip=0.06, bits=8,
+    factory = dp_rec.DpRecSumFactory(noise_stddev=0.05, l2_clip=0.06, bits=8,
                                      grouping=10**6)
     model = tff.to_type([tff.TensorType(np.float32, [10000, 500]),
                          tff.TensorType(np.float32, [500])])
@@ -168,7 +168,7 @@ class ConstructionTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(event.total_bits, 48)
 
   def test_compression_only_has_no_dp_event(self):
-    factory = dp_rec.DPRecSumFactory(noise_stddev=0.05, l2_clip=None)
+    factory = dp_rec.DpRecSumFactory(noise_stddev=0.05, l2_clip=None)
     self.assertIsNone(factory.clip_ratio)
     with self.assertRaisesRegex(ValueError, 'no privacy'):
       factory.dp_event(_VECTOR)
@@ -177,7 +177,7 @@ class ConstructionTest(tf.test.TestCase, parameterized.TestCase):
 class ClientEncoderTest(tf.test.TestCase):
 
   def _messages(self, num_clients):
-    encoder = dp_rec.DPRecSumFactory(noise_stddev=1.0, l2_clip=1.0,
+    encoder = dp_rec.DpRecSumFactory(noise_stddev=1.0, l2_clip=1.0,
                                      bits=10)._client_encoder(_VECTOR)
 
     @tff.federated_computation(tff.FederatedType(_VECTOR, tff.CLIENTS))
@@ -210,13 +210,13 @@ class ClientEncoderTest(tf.test.TestCase):
       tf.random.set_seed(None)
 
   def test_encoder_takes_only_the_update(self):
-    encoder = dp_rec.DPRecSumFactory(noise_stddev=1.0,
+    encoder = dp_rec.DpRecSumFactory(noise_stddev=1.0,
                                      l2_clip=1.0)._client_encoder(_STRUCT)
     tff.test.assert_types_equivalent(encoder.type_signature.parameter,
                                      _STRUCT)
 
   def test_decoded_message_lays_groups_out_in_flattening_order(self):
-    factory = dp_rec.DPRecSumFactory(noise_stddev=0.2, l2_clip=1.0, bits=5)
+    factory = dp_rec.DpRecSumFactory(noise_stddev=0.2, l2_clip=1.0, bits=5)
     message = factory._client_encoder(_STRUCT)(
         collections.OrderedDict(a=np.ones(3, np.float32),
                                 b=np.zeros((2, 2), np.float32)))
@@ -235,7 +235,7 @@ class ClientEncoderTest(tf.test.TestCase):
 class MessageAggregatorTest(tf.test.TestCase):
 
   def test_malformed_indices_are_rejected_and_counted(self):
-    factory = dp_rec.DPRecSumFactory(noise_stddev=0.3, l2_clip=1.0, bits=5)
+    factory = dp_rec.DpRecSumFactory(noise_stddev=0.3, l2_clip=1.0, bits=5)
     aggregate = factory._message_aggregator(_STRUCT)
     good = collections.OrderedDict(seed=np.int64(123),
                                    indices=np.array([3, 31], np.int32))
@@ -259,7 +259,7 @@ class MessageAggregatorTest(tf.test.TestCase):
     self.assertAllClose(total['b'], expected['b'])
 
   def test_wrong_shape_is_refused_by_the_type_system(self):
-    aggregate = dp_rec.DPRecSumFactory(
+    aggregate = dp_rec.DpRecSumFactory(
         noise_stddev=0.3, l2_clip=1.0, bits=5)._message_aggregator(_STRUCT)
     with self.assertRaises(TypeError):
       aggregate([collections.OrderedDict(
@@ -269,7 +269,7 @@ class MessageAggregatorTest(tf.test.TestCase):
 class ExecutionTest(tf.test.TestCase):
 
   def test_measurements(self):
-    process = dp_rec.DPRecSumFactory(noise_stddev=0.1, l2_clip=1.0,
+    process = dp_rec.DpRecSumFactory(noise_stddev=0.1, l2_clip=1.0,
                                      bits=6).create(_STRUCT)
     values = [
         collections.OrderedDict(a=np.ones(3, np.float32) * i,
@@ -313,7 +313,7 @@ class ExecutionTest(tf.test.TestCase):
 
   def test_non_finite_update_is_encoded_as_zero(self):
     s = 0.05
-    process = dp_rec.DPRecSumFactory(noise_stddev=s, l2_clip=1.0,
+    process = dp_rec.DpRecSumFactory(noise_stddev=s, l2_clip=1.0,
                                      bits=6).create(_VECTOR)
     bad = [np.array([np.nan, 1.0, 1.0, 1.0], np.float32),
            np.array([np.inf, 0.0, 0.0, 0.0], np.float32),
@@ -371,17 +371,17 @@ class InsecureTestModeTest(tf.test.TestCase):
                                     b=np.full([2, 2], 0.05, np.float32))
     other = collections.OrderedDict(a=np.array([0.3, -0.1, 0.25], np.float32),
                                     b=np.full([2, 2], 0.05, np.float32))
-    factory = dp_rec.DPRecSumFactory(noise_stddev=0.1, l2_clip=1.0, bits=10,
+    factory = dp_rec.DpRecSumFactory(noise_stddev=0.1, l2_clip=1.0, bits=10,
                                      insecure_test_seed=7)
     first, second, changed = self._messages(factory, [value, value, other])
     self.assertEqual(first['seed'], second['seed'])
     self.assertAllEqual(first['indices'], second['indices'])
     self.assertNotEqual(first['seed'], changed['seed'])
-    again = dp_rec.DPRecSumFactory(noise_stddev=0.1, l2_clip=1.0, bits=10,
+    again = dp_rec.DpRecSumFactory(noise_stddev=0.1, l2_clip=1.0, bits=10,
                                    insecure_test_seed=8)
     self.assertNotEqual(self._messages(again, [value])[0]['seed'],
                         first['seed'])
-    private = dp_rec.DPRecSumFactory(noise_stddev=0.1, l2_clip=1.0, bits=10)
+    private = dp_rec.DpRecSumFactory(noise_stddev=0.1, l2_clip=1.0, bits=10)
     self.assertIsNone(private.insecure_test_seed)
     a, b = self._messages(private, [value, value])
     self.assertNotEqual(a['seed'], b['seed'])
@@ -389,7 +389,7 @@ class InsecureTestModeTest(tf.test.TestCase):
   def test_bad_test_seed(self):
     for bad in ('1', 1.0, True):
       with self.assertRaisesRegex(TypeError, 'insecure_test_seed'):
-        dp_rec.DPRecSumFactory(noise_stddev=0.1, l2_clip=1.0,
+        dp_rec.DpRecSumFactory(noise_stddev=0.1, l2_clip=1.0,
                                insecure_test_seed=bad)
 
 

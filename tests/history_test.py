@@ -246,7 +246,7 @@ class RecordedMessagesTest(tf.test.TestCase):
 
   def test_messages_measurement_sorted_and_sum_matches_decoder(self):
     value_type = tff.TensorType(np.float32, [6])
-    factory = dp_rec.DPRecSumFactory(noise_stddev=0.5, l2_clip=1.0, bits=5,
+    factory = dp_rec.DpRecSumFactory(noise_stddev=0.5, l2_clip=1.0, bits=5,
                                      grouping=4, record_messages=True)
     process = factory.create(value_type)
     values = [np.full([6], v, np.float32) for v in (0.1, -0.2, 0.3, 0.0)]
@@ -270,7 +270,7 @@ class RecordedMessagesTest(tf.test.TestCase):
 
   def test_malformed_rows_rejected_and_counted(self):
     value_type = tff.TensorType(np.float32, [3])
-    factory = dp_rec.DPRecSumFactory(noise_stddev=1.0, l2_clip=1.0, bits=3,
+    factory = dp_rec.DpRecSumFactory(noise_stddev=1.0, l2_clip=1.0, bits=3,
                                      record_messages=True)
     good = collections.OrderedDict(seed=np.int64(5),
                                    indices=np.array([2], np.int32))
@@ -288,7 +288,7 @@ class RecordedMessagesTest(tf.test.TestCase):
 
   def test_record_messages_must_be_bool(self):
     with self.assertRaisesRegex(TypeError, 'record_messages'):
-      dp_rec.DPRecSumFactory(noise_stddev=1.0, l2_clip=1.0,
+      dp_rec.DpRecSumFactory(noise_stddev=1.0, l2_clip=1.0,
                              record_messages=1)
 
 
@@ -305,7 +305,7 @@ class ReplayTest(tf.test.TestCase, parameterized.TestCase):
 
   def _replay_setup(self, optimizer_name, full_fraction):
     """(process, state, server, replay, initial_seed) for the replay test."""
-    factory = dp_rec.DPRecSumFactory(noise_stddev=0.05, l2_clip=0.2, bits=4,
+    factory = dp_rec.DpRecSumFactory(noise_stddev=0.05, l2_clip=0.2, bits=4,
                                      grouping=8, record_messages=True)
     server_optimizer = _optimizer(optimizer_name)
     process = tff.learning.algorithms.build_unweighted_fed_avg(
@@ -383,7 +383,7 @@ class ReplayTest(tf.test.TestCase, parameterized.TestCase):
       self.assertEqual(checks[history.FULL], 0)
 
   def test_history_must_continue_from_client_state(self):
-    factory = dp_rec.DPRecSumFactory(noise_stddev=0.05, l2_clip=0.2, bits=4,
+    factory = dp_rec.DpRecSumFactory(noise_stddev=0.05, l2_clip=0.2, bits=4,
                                      record_messages=True)
     replay = history.ClientReplay(model_fn=_model_fn, factory=factory,
                                   server_optimizer=_optimizer('sgd'))
@@ -393,7 +393,7 @@ class ReplayTest(tf.test.TestCase, parameterized.TestCase):
       replay.receive(None, downlink, [])
 
   def test_first_time_clients_share_one_read_only_model_per_seed(self):
-    factory = dp_rec.DPRecSumFactory(noise_stddev=0.05, l2_clip=0.2, bits=4,
+    factory = dp_rec.DpRecSumFactory(noise_stddev=0.05, l2_clip=0.2, bits=4,
                                      record_messages=True)
     replay = history.ClientReplay(model_fn=_model_fn, factory=factory,
                                   server_optimizer=_optimizer('sgd'))
@@ -420,7 +420,7 @@ class ReplayTest(tf.test.TestCase, parameterized.TestCase):
     with self.assertRaisesRegex(TypeError, 'factory'):
       history.ClientReplay(model_fn=_model_fn, factory=object(),
                            server_optimizer=_optimizer('sgd'))
-    factory = dp_rec.DPRecSumFactory(noise_stddev=0.05, l2_clip=0.2)
+    factory = dp_rec.DpRecSumFactory(noise_stddev=0.05, l2_clip=0.2)
     with self.assertRaisesRegex(TypeError, 'server_optimizer'):
       history.ClientReplay(model_fn=_model_fn, factory=factory,
                            server_optimizer=tf.keras.optimizers.SGD())

@@ -340,24 +340,24 @@ class FactoryTest(tf.test.TestCase, parameterized.TestCase):
     kwargs = dict(noise_stddev=0.1, l2_clip=1.0)
     kwargs.update(override)
     with self.assertRaisesRegex(error, name):
-      dp_rec_in_law.DPRecInLawSumFactory(**kwargs)
+      dp_rec_in_law.DpRecInLawSumFactory(**kwargs)
 
   def test_same_settings_and_accounting_as_the_protocol(self):
-    factory = dp_rec_in_law.DPRecInLawSumFactory(
+    factory = dp_rec_in_law.DpRecInLawSumFactory(
         noise_stddev=0.25, l2_clip=0.5, bits=5, grouping='tensor')
-    real = dp_rec.DPRecSumFactory(noise_stddev=0.25, l2_clip=0.5, bits=5)
+    real = dp_rec.DpRecSumFactory(noise_stddev=0.25, l2_clip=0.5, bits=5)
     self.assertEqual(factory.dp_event(_STRUCT), real.dp_event(_STRUCT))
     self.assertEqual(factory.layout(_STRUCT), real.layout(_STRUCT))
     self.assertEqual(factory.clip_ratio, 2.0)
     self.assertFalse(factory.record_messages)
     self.assertEqual(
-        repr(factory), "DPRecInLawSumFactory(noise_stddev=0.25, l2_clip=0.5, "
+        repr(factory), "DpRecInLawSumFactory(noise_stddev=0.25, l2_clip=0.5, "
         "bits=5, grouping='tensor')")
 
   def test_type_signature_and_measurements_match_the_protocol(self):
-    in_law_process = dp_rec_in_law.DPRecInLawSumFactory(
+    in_law_process = dp_rec_in_law.DpRecInLawSumFactory(
         noise_stddev=0.1, l2_clip=1.0, bits=6).create(_STRUCT)
-    real_process = dp_rec.DPRecSumFactory(
+    real_process = dp_rec.DpRecSumFactory(
         noise_stddev=0.1, l2_clip=1.0, bits=6).create(_STRUCT)
     tff.test.assert_types_equivalent(in_law_process.next.type_signature,
                                      real_process.next.type_signature)
@@ -379,8 +379,8 @@ class FactoryTest(tf.test.TestCase, parameterized.TestCase):
     settings = dict(noise_stddev=s, l2_clip=clip, bits=4,
                     insecure_test_seed=3)
     projections = {}
-    for name, cls in (('law', dp_rec_in_law.DPRecInLawSumFactory),
-                      ('real', dp_rec.DPRecSumFactory)):
+    for name, cls in (('law', dp_rec_in_law.DpRecInLawSumFactory),
+                      ('real', dp_rec.DpRecSumFactory)):
       process = cls(**settings, grouping='network').create(_STRUCT)
       output = process.next(process.initialize(), values)
       total = np.concatenate([np.ravel(output.result[k]) for k in ('a', 'b')])
@@ -422,7 +422,7 @@ class LearningTest(tf.test.TestCase):
     self.assertEqual(simulated.epsilon(_STRUCT, **kwargs),
                      real.epsilon(_STRUCT, **kwargs))
     self.assertIsInstance(simulated.sum_factory,
-                          dp_rec_in_law.DPRecInLawSumFactory)
+                          dp_rec_in_law.DpRecInLawSumFactory)
 
   def test_history_is_refused(self):
     aggregator = learning.dp_rec_in_law_aggregator(0.1, 0.2, bits=5)
@@ -431,8 +431,8 @@ class LearningTest(tf.test.TestCase):
                              initial_seed=1)
 
   def test_mean_rejects_other_sums(self):
-    with self.assertRaisesRegex(TypeError, 'DPRecInLawSumFactory'):
-      dp_rec_mean.DPRecMeanFactory(tff.aggregators.SumFactory())
+    with self.assertRaisesRegex(TypeError, 'DpRecInLawSumFactory'):
+      dp_rec_mean.DpRecMeanFactory(tff.aggregators.SumFactory())
 
 
 if __name__ == '__main__':

@@ -47,13 +47,13 @@ class AggregatorTest(tf.test.TestCase, parameterized.TestCase):
   def test_repr_shows_the_settings(self):
     self.assertEqual(
         repr(learning.dp_rec_aggregator(0.1, 0.2, bits=4)),
-        "DPRecMeanFactory(DPRecSumFactory(noise_stddev=0.1, l2_clip=0.2, "
+        "DpRecMeanFactory(DpRecSumFactory(noise_stddev=0.1, l2_clip=0.2, "
         "bits=4, grouping='tensor'))")
 
   def test_is_an_unweighted_mean_over_the_dp_rec_sum(self):
     aggregator = learning.dp_rec_aggregator(0.1, 0.3, bits=5, grouping=2)
     self.assertIsInstance(aggregator, tff.aggregators.UnweightedMeanFactory)
-    self.assertIsInstance(aggregator.sum_factory, dp_rec.DPRecSumFactory)
+    self.assertIsInstance(aggregator.sum_factory, dp_rec.DpRecSumFactory)
     self.assertEqual(aggregator.sum_factory.bits, 5)
     self.assertEqual(aggregator.sum_factory.grouping, 2)
     self.assertAlmostEqual(aggregator.sum_factory.clip_ratio, 3.0)
@@ -130,10 +130,10 @@ class WeightedUseTest(tf.test.TestCase):
 
   def test_unweighted_means_around_the_sum_still_work(self):
     value_type = tff.TensorType(np.float32, [3])
-    sum_factory = dp_rec.DPRecSumFactory(noise_stddev=0.1, l2_clip=1.0)
+    sum_factory = dp_rec.DpRecSumFactory(noise_stddev=0.1, l2_clip=1.0)
     tff.aggregators.UnweightedMeanFactory(sum_factory).create(value_type)
     tff.aggregators.as_weighted_aggregator(
-        dp_rec_mean.DPRecMeanFactory(sum_factory)).create(
+        dp_rec_mean.DpRecMeanFactory(sum_factory)).create(
             value_type, tff.TensorType(np.float32))
 
 
@@ -143,17 +143,17 @@ class BuildDpRecFedAvgTest(tf.test.TestCase, parameterized.TestCase):
   @parameterized.named_parameters(
       ('none', lambda: None),
       ('tff_mean', tff.aggregators.UnweightedMeanFactory),
-      ('dp_rec_sum', lambda: dp_rec.DPRecSumFactory(noise_stddev=0.1,
+      ('dp_rec_sum', lambda: dp_rec.DpRecSumFactory(noise_stddev=0.1,
                                                     l2_clip=1.0)),
       ('clipping_around_the_mean', lambda: tff.aggregators.clipping_factory(
           10.0, learning.dp_rec_aggregator(0.1, 1.0))),
       ('weighted_mean_around_the_sum', lambda: tff.aggregators.MeanFactory(
-          dp_rec.DPRecSumFactory(noise_stddev=0.1, l2_clip=1.0))))
+          dp_rec.DpRecSumFactory(noise_stddev=0.1, l2_clip=1.0))))
   def test_other_aggregators_are_refused(self, make):
     aggregator = make()
     with self.assertRaisesRegex(
         TypeError, r'^aggregator must be a DP-REC mean factory \(a '
-        r'DPRecMeanFactory from tff_dprec.learning.dp_rec_aggregator'
+        r'DpRecMeanFactory from tff_dprec.learning.dp_rec_aggregator'
         rf'\(\.\.\.\)\), unwrapped, found {re.escape(repr(aggregator))}\.$'):
       learning.build_dp_rec_fed_avg(_model_fn, _sgd(), aggregator=aggregator)
 

@@ -136,7 +136,7 @@ class LearningProcessTest(tf.test.TestCase):
     process = tff.learning.algorithms.build_weighted_fed_avg(
         _model_fn, client_optimizer_fn=_sgd(),
         model_aggregator=tff.aggregators.MeanFactory(
-            dp_rec.DPRecSumFactory(noise_stddev=0.05, l2_clip=0.06)),
+            dp_rec.DpRecSumFactory(noise_stddev=0.05, l2_clip=0.06)),
         metrics_aggregator=learning.no_client_metrics)
     report = process_check.check_process(process)
     weights = _upload('federated_sum', tff.TensorType(np.float32))

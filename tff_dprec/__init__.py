@@ -7,13 +7,13 @@ TensorFlow; `aggregators`, `learning`, `process_check` and `history` load
 TFF.
 
 * `learning`: `dp_rec_aggregator(...)` for `tff.learning` (a
-  `DPRecMeanFactory` that gives the layout, event and epsilon of a model),
+  `DpRecMeanFactory` that gives the layout, event and epsilon of a model),
   `build_dp_rec_fed_avg(...)`, `check_process(...)`, `no_client_metrics`,
   history setup.
 * `process_check`: what a built TFF process sends from the clients to the
   server, by type (`learning.check_process`).
-* `aggregators`: the TFF aggregation factories, `DPRecMeanFactory` and the
-  `DPRecSumFactory` inside it (and `DPRecInLawSumFactory`, simulation only).
+* `aggregators`: the TFF aggregation factories, `DpRecMeanFactory` and the
+  `DpRecSumFactory` inside it (and `DpRecInLawSumFactory`, simulation only).
 * `message`: `MessageLayout` and the encoding of whole updates (plain TF).
 * `rec`: the REC codec (plain TF).
 * `accounting`: the privacy accountants and calibration.

@@ -17,13 +17,13 @@ server did, averages them, and applies the same server optimizer step.
 * `seeded_model_weights` initializes a model from the seed R'.
 
 Exactness: the server must aggregate with
-`DPRecSumFactory(record_messages=True)` inside
+`DpRecSumFactory(record_messages=True)` inside
 `tff.aggregators.UnweightedMeanFactory` (`dp_rec_aggregator(...,
 record_messages=True)`) and apply the update with a `tff.learning` optimizer
 through `tff.learning.templates.build_apply_optimizer_finalizer` (what
 `tff.learning.algorithms.build_unweighted_fed_avg` does). The server then sorts
 each round's messages by seed and decodes them in that order with
-`DPRecSumFactory.messages_sum_fn`; the replay calls the same function on the
+`DpRecSumFactory.messages_sum_fn`; the replay calls the same function on the
 same rows, divides by the message count with the op `UnweightedMeanFactory`
 uses, and runs the same optimizer step with the same non-finite rejection, so
 on the same platform the replayed model equals the server's bit for bit (the
@@ -95,7 +95,7 @@ class HistoryServer:
   Call `downlink(client_id, t)` for each distinct client of round t before the
   round runs (it decides history vs. full and marks the client as up to date
   at round t), then `record_round(t, messages)` with the round's `messages`
-  measurement of `DPRecSumFactory(record_messages=True)`. Rounds are numbered
+  measurement of `DpRecSumFactory(record_messages=True)`. Rounds are numbered
   from 0 and must be recorded in order.
 
   A history of rounds [s, t) has `sum(ROUND_HEADER_BITS + n_r * message_bits)`
@@ -110,7 +110,7 @@ class HistoryServer:
     """Initializes the server's history.
 
     Args:
-      message_bits: Size of one client message (`DPRecSumFactory.
+      message_bits: Size of one client message (`DpRecSumFactory.
         message_bits`).
       full_bits: Size of the full model and server optimizer state
         (`structure_bits`).
@@ -343,23 +343,23 @@ class ClientReplay:
   """
 
   def __init__(self, *, model_fn: Callable[[], Any],
-               factory: dp_rec.DPRecSumFactory,
+               factory: dp_rec.DpRecSumFactory,
                server_optimizer: tff.learning.optimizers.Optimizer):
     """Initializes the replay.
 
     Args:
       model_fn: The `tff.learning` model function the server trains (used for
         the initial model from R' and the weight types).
-      factory: The server's `DPRecSumFactory` (the inner sum of the mean).
+      factory: The server's `DpRecSumFactory` (the inner sum of the mean).
       server_optimizer: The server's `tff.learning` optimizer.
 
     Raises:
-      TypeError: If `factory` is not a `DPRecSumFactory` or `server_optimizer`
+      TypeError: If `factory` is not a `DpRecSumFactory` or `server_optimizer`
         is not a `tff.learning.optimizers.Optimizer`.
     """
-    if not isinstance(factory, dp_rec.DPRecSumFactory):
+    if not isinstance(factory, dp_rec.DpRecSumFactory):
       raise TypeError(
-          f'factory must be a DPRecSumFactory, found {factory!r}.')
+          f'factory must be a DpRecSumFactory, found {factory!r}.')
     if not isinstance(server_optimizer, tff.learning.optimizers.Optimizer):
       raise TypeError(
           'server_optimizer must be a tff.learning.optimizers.Optimizer, '

@@ -4,7 +4,7 @@
   aggregator=...)`: unweighted FedAvg whose clients send DP-REC messages and
   nothing else (`build_unweighted_fed_avg` with the DP-REC mean and
   `metrics_aggregator=no_client_metrics`, checked with `check_process`).
-* `dp_rec_aggregator(...)` returns a `DPRecMeanFactory`
+* `dp_rec_aggregator(...)` returns a `DpRecMeanFactory`
   (`tff_dprec.aggregators`): pass it as `aggregator` to
   `build_dp_rec_fed_avg`, or as `model_aggregator` to
   `tff.learning.algorithms.build_unweighted_fed_avg`, and ask it for the
@@ -28,7 +28,7 @@ aggregated update (the trainable weights).
 DP-REC averages without client weights: a client's message depends on its
 update only. What is checked where:
 
-* `DPRecSumFactory.create` and `DPRecMeanFactory.create` refuse a weight
+* `DpRecSumFactory.create` and `DpRecMeanFactory.create` refuse a weight
   type (`tff.learning.algorithms.build_fed_sgd` passes one), and
   `build_weighted_fed_avg` refuses the unweighted DP-REC mean itself.
 * `build_dp_rec_fed_avg` refuses any aggregator but a DP-REC mean, and
@@ -40,7 +40,7 @@ update only. What is checked where:
   `clipping_factory` or `zeroing_factory` around it. `create` sees none of
   these (it is told the value type only), so nothing refuses them at
   creation: run `check_process(process, strict=True)` on a process you build
-  yourself. Nor does anything refuse `DPRecSumFactory` given to
+  yourself. Nor does anything refuse `DpRecSumFactory` given to
   `build_unweighted_fed_avg` as the model aggregator (the server would apply
   the sum of the updates, not their mean); `build_dp_rec_fed_avg` does.
 """
@@ -73,19 +73,19 @@ def dp_rec_aggregator(
     chunk_elements: int = rec.DEFAULT_CHUNK_ELEMENTS,
     record_messages: bool = False,
     insecure_test_seed: Optional[int] = None,
-) -> dp_rec_mean.DPRecMeanFactory:
+) -> dp_rec_mean.DpRecMeanFactory:
   """Returns the DP-REC mean, ready for `tff.learning` algorithm builders.
 
   Pass it as `aggregator` to `build_dp_rec_fed_avg`, or as
   `model_aggregator` to `tff.learning.algorithms.build_unweighted_fed_avg`
   (with `metrics_aggregator=no_client_metrics` for private training; check
-  the process with `check_process`). Arguments as in `DPRecSumFactory`.
+  the process with `check_process`). Arguments as in `DpRecSumFactory`.
   Measurements are nested under `mean_value`.
 
   Raises:
     TypeError, ValueError: For invalid arguments.
   """
-  return dp_rec_mean.DPRecMeanFactory(dp_rec.DPRecSumFactory(
+  return dp_rec_mean.DpRecMeanFactory(dp_rec.DpRecSumFactory(
       noise_stddev=noise_stddev, l2_clip=l2_clip, bits=bits,
       grouping=grouping, chunk_elements=chunk_elements,
       record_messages=record_messages,
@@ -98,11 +98,11 @@ def dp_rec_in_law_aggregator(
     bits: int = 7,
     grouping: rec.Grouping = rec.GROUPING_TENSOR,
     insecure_test_seed: Optional[int] = None,
-) -> dp_rec_mean.DPRecMeanFactory:
+) -> dp_rec_mean.DpRecMeanFactory:
   """SIMULATION ONLY: the DP-REC mean with its decoded updates drawn in law.
 
   `dp_rec_aggregator`'s mean, with the sum drawn exactly in law at K + d
-  normals per group and client (`DPRecInLawSumFactory`): the same training
+  normals per group and client (`DpRecInLawSumFactory`): the same training
   in law, clipping, groups, bits and `epsilon`, at a fraction of the cost.
   Its clients send floats, not messages: use it to study DP-REC, never to
   deploy it. `upload_bits` is the real protocol's, analytic. It records no
@@ -111,7 +111,7 @@ def dp_rec_in_law_aggregator(
   Raises:
     TypeError, ValueError: For invalid arguments.
   """
-  return dp_rec_mean.DPRecMeanFactory(dp_rec_in_law.DPRecInLawSumFactory(
+  return dp_rec_mean.DpRecMeanFactory(dp_rec_in_law.DpRecInLawSumFactory(
       noise_stddev=noise_stddev, l2_clip=l2_clip, bits=bits,
       grouping=grouping, insecure_test_seed=insecure_test_seed))
 
@@ -125,7 +125,7 @@ def message_layout(model, *, bits: int = 7,
     TypeError, ValueError: For an invalid model type, `bits` or `grouping`.
   """
   # The layout does not depend on the noise or the clip.
-  sum_factory = dp_rec.DPRecSumFactory(noise_stddev=1.0, l2_clip=None,
+  sum_factory = dp_rec.DpRecSumFactory(noise_stddev=1.0, l2_clip=None,
                                        bits=bits, grouping=grouping)
   return sum_factory.layout(dp_rec_mean.update_type(model))
 
@@ -157,7 +157,7 @@ def build_dp_rec_fed_avg(
     client_optimizer_fn: tff.learning.optimizers.Optimizer,
     server_optimizer_fn: Optional[tff.learning.optimizers.Optimizer] = None,
     *,
-    aggregator: dp_rec_mean.DPRecMeanFactory,
+    aggregator: dp_rec_mean.DpRecMeanFactory,
     model_distributor: Optional[
         tff.learning.templates.DistributionProcess] = None,
     loop_implementation: tff.learning.LoopImplementation = (
@@ -180,7 +180,7 @@ def build_dp_rec_fed_avg(
     client_optimizer_fn: The clients' `tff.learning.optimizers.Optimizer`.
     server_optimizer_fn: The server's optimizer; `None` (default) is TFF's
       default, `tff.learning.optimizers.build_sgdm(1.0)`.
-    aggregator: The DP-REC mean: a `DPRecMeanFactory` from
+    aggregator: The DP-REC mean: a `DpRecMeanFactory` from
       `dp_rec_aggregator(...)` (or `dp_rec_in_law_aggregator(...)`).
     model_distributor: An optional `tff.learning.templates.
       DistributionProcess`; `None` (default) broadcasts the model.
@@ -191,15 +191,15 @@ def build_dp_rec_fed_avg(
     The `tff.learning.templates.LearningProcess`.
 
   Raises:
-    TypeError: If `aggregator` is not a `DPRecMeanFactory`, or for an
+    TypeError: If `aggregator` is not a `DpRecMeanFactory`, or for an
       argument `build_unweighted_fed_avg` refuses.
     ClientDataOutsideDpRecError: If the built process sends client data
       outside DP-REC messages (a check of what TFF built: TFF 0.87 sends
       none there).
   """
-  if not isinstance(aggregator, dp_rec_mean.DPRecMeanFactory):
+  if not isinstance(aggregator, dp_rec_mean.DpRecMeanFactory):
     raise TypeError(
-        'aggregator must be a DP-REC mean factory (a DPRecMeanFactory from '
+        'aggregator must be a DP-REC mean factory (a DpRecMeanFactory from '
         'tff_dprec.learning.dp_rec_aggregator(...)), unwrapped, found '
         f'{aggregator!r}.')
   process = tff.learning.algorithms.build_unweighted_fed_avg(
@@ -209,13 +209,13 @@ def build_dp_rec_fed_avg(
       metrics_aggregator=no_client_metrics,
       loop_implementation=loop_implementation)
   if not isinstance(aggregator.sum_factory,
-                    dp_rec_in_law.DPRecInLawSumFactory):
+                    dp_rec_in_law.DpRecInLawSumFactory):
     check_process(process, strict=True)
   return process
 
 
 def start_history(process: tff.learning.templates.LearningProcess, *,
-                  aggregator: dp_rec_mean.DPRecMeanFactory,
+                  aggregator: dp_rec_mean.DpRecMeanFactory,
                   model_fn: Callable[[], Any],
                   initial_seed: int) -> tuple[Any, history.HistoryServer]:
   """Starts server-to-client history compression for a learning process.
@@ -236,7 +236,7 @@ def start_history(process: tff.learning.templates.LearningProcess, *,
     process: A process from `build_dp_rec_fed_avg(model_fn, ...,
       aggregator=aggregator)` (or `tff.learning.algorithms.
       build_unweighted_fed_avg(model_fn, ..., model_aggregator=aggregator)`).
-    aggregator: Its `DPRecMeanFactory`, with `record_messages=True`.
+    aggregator: Its `DpRecMeanFactory`, with `record_messages=True`.
     model_fn: The process's model function.
     initial_seed: The seed R' of the initial model (an int).
 
@@ -245,14 +245,14 @@ def start_history(process: tff.learning.templates.LearningProcess, *,
     and the `history.HistoryServer`.
 
   Raises:
-    TypeError: If `aggregator` is not a `DPRecMeanFactory`.
+    TypeError: If `aggregator` is not a `DpRecMeanFactory`.
     ValueError: If `aggregator` does not record its messages.
   """
-  if not isinstance(aggregator, dp_rec_mean.DPRecMeanFactory):
-    raise TypeError('aggregator must be a DPRecMeanFactory '
+  if not isinstance(aggregator, dp_rec_mean.DpRecMeanFactory):
+    raise TypeError('aggregator must be a DpRecMeanFactory '
                     f'(tff_dprec.learning.dp_rec_aggregator), found '
                     f'{aggregator!r}.')
-  if isinstance(aggregator.sum_factory, dp_rec_in_law.DPRecInLawSumFactory):
+  if isinstance(aggregator.sum_factory, dp_rec_in_law.DpRecInLawSumFactory):
     raise ValueError(
         'History compression replays the real messages; an aggregator from '
         'dp_rec_in_law_aggregator (a simulation in law) sends none. Use '

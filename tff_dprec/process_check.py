@@ -9,7 +9,7 @@ the clients: `federated_aggregate`, `federated_sum`, `federated_mean`, the
 `federated_secure_sum*` intrinsics, and any other TFF has or adds. Each such
 value is a `ClientUpload`, with its TFF type on one client, and is one of:
 
-* a DP-REC message: its type is that of `DPRecSumFactory`'s messages,
+* a DP-REC message: its type is that of `DpRecSumFactory`'s messages,
   `<seed=int64,indices=int32[M]>` (`dp_rec.is_message_type`);
 * a value computed from no client data, only from constants and server
   values (`tff.aggregators.UnweightedMeanFactory`, and so the DP-REC mean,

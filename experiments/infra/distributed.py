@@ -7,7 +7,7 @@ TFF 0.87's public remote stack: each worker is TFF's C++ executor service
 clients across the workers and merges their partial aggregates. `WorkerPool`
 starts the workers on loopback ports and stops them.
 
-With `DPRecSumFactory(record_messages=True)` the server sorts and decodes the
+With `DpRecSumFactory(record_messages=True)` the server sorts and decodes the
 collected messages after the merge, so the result does not depend on how the
 clients were split: a distributed run equals the local run bit for bit. With
 per-message decoding in the accumulate step (`record_messages=False`), and for

@@ -190,11 +190,11 @@ def build_rec(spec, s):
         s, params, c, margin_met)
   if spec.in_law:
     params['simulation'] = IN_LAW
-    rec_sum = dp_rec_in_law.DPRecInLawSumFactory(
+    rec_sum = dp_rec_in_law.DpRecInLawSumFactory(
         s.noise_stddev, clip, bits=bits, grouping=s.grouping,
         insecure_test_seed=s.insecure_test_seed)
   else:
-    rec_sum = dp_rec.DPRecSumFactory(
+    rec_sum = dp_rec.DpRecSumFactory(
         s.noise_stddev, clip, bits=bits, grouping=s.grouping,
         record_messages=s.record_messages,
         insecure_test_seed=s.insecure_test_seed)

@@ -184,7 +184,7 @@ def history_bench(words: int, tags: int, clients_per_round: int,
 
   model_fn = _logistic_model_fn(words, tags)
   weights_type = tff.learning.models.weights_type_from_model(model_fn)
-  factory = dp_rec.DPRecSumFactory(noise_stddev=0.4, l2_clip=0.5, bits=7,
+  factory = dp_rec.DpRecSumFactory(noise_stddev=0.4, l2_clip=0.5, bits=7,
                                    grouping=10000, record_messages=True)
   optimizer = tff.learning.optimizers.build_adam(0.01)
   replay = history.ClientReplay(model_fn=model_fn, factory=factory,

@@ -55,7 +55,7 @@ class Protocol:
 
 
 def library_protocol(message_bits: int, index_bits: int) -> Protocol:
-  """The library's sizes; `message_bits` from `DPRecSumFactory`."""
+  """The library's sizes; `message_bits` from `DpRecSumFactory`."""
   return Protocol(seed_bits=message_bits - index_bits, index_bits=index_bits,
                   header_bits=history.ROUND_HEADER_BITS,
                   initial_seed_bits=history.INITIAL_SEED_BITS)

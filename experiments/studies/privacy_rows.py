@@ -20,7 +20,7 @@ def _attempt(fn):
   """(value, '') or (None, why) for the accountant's domain failures."""
   try:
     with warnings.catch_warnings():
-      warnings.simplefilter('ignore', accounting.UnprovenPaperBound)
+      warnings.simplefilter('ignore', accounting.UnprovenPaperBoundWarning)
       return fn(), ''
   except accounting.OverheadExceedsDeltaError as e:
     return None, f'unreachable: {e}'

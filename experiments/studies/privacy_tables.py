@@ -63,7 +63,7 @@ def table1_rows():
     paper = None
     if task != MAIN_JOB[0]:
       with warnings.catch_warnings():
-        warnings.simplefilter('ignore', accounting.UnprovenPaperBound)
+        warnings.simplefilter('ignore', accounting.UnprovenPaperBoundWarning)
         try:
           paper = accounting.dp_rec_epsilon(
               clip_ratio=c, total_bits=bits * groups, accounting='paper',

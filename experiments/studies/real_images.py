@@ -229,7 +229,7 @@ def paper_c_epsilons(task, base) -> callable:
 
   def epsilons(c):
     with warnings.catch_warnings():
-      warnings.simplefilter('ignore', accounting.UnprovenPaperBound)
+      warnings.simplefilter('ignore', accounting.UnprovenPaperBoundWarning)
       claimed = accounting.dp_rec_epsilon(clip_ratio=c, accounting='paper',
                                           **common)
     return accounting.dp_rec_epsilon(clip_ratio=c, **common), claimed

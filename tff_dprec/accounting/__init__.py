@@ -43,7 +43,7 @@ from tff_dprec.accounting.events import DpRecEvent
 from tff_dprec.accounting.events import DpRecRoundEvent
 from tff_dprec.accounting.paper_accountant import DpRecPaperAccountant
 from tff_dprec.accounting.paper_accountant import OverheadExceedsDeltaError
-from tff_dprec.accounting.paper_accountant import UnprovenPaperBound
+from tff_dprec.accounting.paper_accountant import UnprovenPaperBoundWarning
 from tff_dprec.accounting.pld_accountant import DpRecPldAccountant
 from tff_dprec.accounting.rdp_accountant import DpRecRdpAccountant
 
@@ -67,5 +67,5 @@ __all__ = [
     'make_dp_rec_accountant',
     'OverheadExceedsDeltaError',
     'TargetUnreachableError',
-    'UnprovenPaperBound',
+    'UnprovenPaperBoundWarning',
 ]

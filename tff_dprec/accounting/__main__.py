@@ -88,7 +88,7 @@ def _account(args: types.SimpleNamespace) -> None:
                 clients_per_round=args.clients_per_round,
                 rounds=args.rounds, delta=delta)
   with warnings.catch_warnings(record=True) as caught:
-    warnings.simplefilter('always', accounting.UnprovenPaperBound)
+    warnings.simplefilter('always', accounting.UnprovenPaperBoundWarning)
     if args.mechanism == 'dp_rec':
       _dp_rec(args, common, delta, need)
     elif args.mechanism == 'dp_fedavg':

@@ -8,7 +8,7 @@ that misses the target is compared with the prior, which does not hold
 when the server sees individual messages (docs/PRIVACY.md, Section 5).
 For M > 1 groups the step "M groups of b bits = one index of M b bits"
 (Theorem 3) is also unproven (a simulation refutes the resulting bias
-bound), so the accountant warns with `UnprovenPaperBound`. Kept to
+bound), so the accountant warns with `UnprovenPaperBoundWarning`. Kept to
 reproduce the paper's Table 1.
 """
 
@@ -42,7 +42,7 @@ class OverheadExceedsDeltaError(ValueError):
   """Paper mode: the 12/2^b * rho overhead of Theorem 1 is at least delta."""
 
 
-class UnprovenPaperBound(UserWarning):
+class UnprovenPaperBoundWarning(UserWarning):
   """Paper mode with grouped messages: the epsilon rests on an unproven step."""
 
 
@@ -52,8 +52,8 @@ class DpRecPaperAccountant(base_accountant.DpRecAccountantBase):
   Events as `DpRecAccountantBase`. Each draw adds the forward and reverse
   divergences of the Poisson-subsampled Gaussian with noise multiplier 1/c
   over `orders`, and 12/2^b exp(c^2) to the delta `overhead`. A `compose`
-  of messages of more than one group warns (`UnprovenPaperBound`) at the
-  line that called `compose`.
+  of messages of more than one group warns (`UnprovenPaperBoundWarning`) at
+  the line that called `compose`.
   """
 
   accounting = accountings.PAPER
@@ -100,8 +100,8 @@ class DpRecPaperAccountant(base_accountant.DpRecAccountantBase):
               count: int = 1) -> 'DpRecPaperAccountant':
     """Composes `event` `count` times, as `DpRecAccountantBase.compose`.
 
-    Warns with `UnprovenPaperBound` if `event` holds a message of more than
-    one group, at the line that called `compose` (a fixed stacklevel).
+    Warns with `UnprovenPaperBoundWarning` if `event` holds a message of more
+    than one group, at the line that called `compose` (a fixed stacklevel).
 
     Raises:
       As `DpRecAccountantBase.compose`.
@@ -110,7 +110,7 @@ class DpRecPaperAccountant(base_accountant.DpRecAccountantBase):
     result = super().compose(event, count)
     if self._composed_groups > 1:
       warnings.warn(_unproven_message(self._composed_groups),
-                    UnprovenPaperBound,
+                    UnprovenPaperBoundWarning,
                     stacklevel=_COMPOSE_CALLER_STACKLEVEL)
     return result
 

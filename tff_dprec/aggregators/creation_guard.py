@@ -3,10 +3,10 @@
 DP-REC averages without client weights: a client's message depends on its
 update only. `tff.learning.algorithms.build_fed_sgd` calls its model
 aggregator's `create(value_type, weight_type)` without checking that the
-factory is a weighted one, so the DP-REC factories (`DPRecSumFactory`,
-`DPRecInLawSumFactory`, `DPRecMeanFactory`) take an optional `weight_type`
+factory is a weighted one, so the DP-REC factories (`DpRecSumFactory`,
+`DpRecInLawSumFactory`, `DpRecMeanFactory`) take an optional `weight_type`
 and refuse it here, with a `TypeError` that says what to use.
-(`build_weighted_fed_avg` refuses the unweighted `DPRecMeanFactory` in its
+(`build_weighted_fed_avg` refuses the unweighted `DpRecMeanFactory` in its
 own type check, before any DP-REC code runs.)
 
 What `create` cannot see is not checked here: `create` is told the value
@@ -20,7 +20,7 @@ type only, not which factory or builder called it. So
 * the client metrics that a `tff.learning` builder sums beside its model
   aggregator (unless given `metrics_aggregator=no_client_metrics`) never
   reach DP-REC;
-* `DPRecSumFactory` passed as a model aggregator, whose sum the server would
+* `DpRecSumFactory` passed as a model aggregator, whose sum the server would
   apply instead of a mean, is created as a sum is anywhere else.
 
 These are caught where they can be seen: `tff_dprec.learning.

@@ -19,7 +19,7 @@ from tff_dprec import validation
 from tff_dprec.aggregators import creation_guard
 
 
-class DPRecSumFactory(tff.aggregators.UnweightedAggregationFactory):
+class DpRecSumFactory(tff.aggregators.UnweightedAggregationFactory):
   """Sums client updates privately compressed with DP-REC.
 
   Each client clips its whole update to `l2_clip` in L2 norm, draws a fresh
@@ -316,7 +316,7 @@ class DPRecSumFactory(tff.aggregators.UnweightedAggregationFactory):
 def message_type(num_groups: int) -> tff.StructType:
   """The TFF type of one client's message: `<seed=int64,indices=int32[M]>`.
 
-  What `DPRecSumFactory`'s clients send to the server, the only value that
+  What `DpRecSumFactory`'s clients send to the server, the only value that
   leaves a client: the 64-bit seed R and one index per group (M =
   `num_groups`, the layout's group count).
   """
@@ -459,7 +459,7 @@ def _check_value_type(value_type):
   if isinstance(value_type, tff.FederatedType) or not (
       isinstance(value_type, (tff.TensorType, tff.StructType))):
     raise TypeError(
-        'DPRecSumFactory can aggregate a tensor or a structure of tensors, '
+        'DpRecSumFactory can aggregate a tensor or a structure of tensors, '
         f'found {value_type!r}.')
   specs = tff.types.type_to_tf_tensor_specs(value_type)
   for spec in tf.nest.flatten(specs):
@@ -467,9 +467,9 @@ def _check_value_type(value_type):
       raise TypeError(f'Unsupported member type {spec!r} in {value_type!r}.')
     if not spec.dtype.is_floating:
       raise TypeError(
-          'DPRecSumFactory aggregates float tensors only, found dtype '
+          'DpRecSumFactory aggregates float tensors only, found dtype '
           f'{spec.dtype.name} in {value_type!r}.')
     if not spec.shape.is_fully_defined():
       raise TypeError(
-          f'DPRecSumFactory needs static shapes, found {spec.shape} in '
+          f'DpRecSumFactory needs static shapes, found {spec.shape} in '
           f'{value_type!r}.')

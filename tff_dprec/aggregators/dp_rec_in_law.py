@@ -1,6 +1,6 @@
 """DP-REC's sum drawn in law: a simulation aggregator, not a protocol.
 
-`DPRecInLawSumFactory` trains exactly as `DPRecSumFactory` does in law, at
+`DpRecInLawSumFactory` trains exactly as `DpRecSumFactory` does in law, at
 K + d normals per group and client instead of K * d (`tff_dprec.in_law`),
 so that studies can afford DP-REC at thousands of clients per round. Its
 clients send their decoded updates as floats: it is not deployable.
@@ -21,7 +21,7 @@ from tff_dprec.aggregators import creation_guard
 from tff_dprec.aggregators import dp_rec
 
 
-class DPRecInLawSumFactory(tff.aggregators.UnweightedAggregationFactory):
+class DpRecInLawSumFactory(tff.aggregators.UnweightedAggregationFactory):
   """SIMULATION ONLY: DP-REC's decoded sum, drawn in law; clients send floats.
 
   Each client prepares its update as DP-REC's client does (a non-finite
@@ -32,7 +32,7 @@ class DPRecInLawSumFactory(tff.aggregators.UnweightedAggregationFactory):
   (|v_g| / s) xi_k, g ~ N(0, I) and u = v_g / |v_g| (`tff_dprec.in_law`,
   docs/PRIVACY.md section 10). The server sums the draws.
 
-  The sum has exactly the law of `DPRecSumFactory`'s with the same
+  The sum has exactly the law of `DpRecSumFactory`'s with the same
   settings (the idealised codec, whose candidates are i.i.d. normals), so a
   training run has DP-REC's law, and DP-REC's accounting (`dp_event`) is
   that of the decoded updates: the simulation releases what the real server
@@ -44,7 +44,7 @@ class DPRecInLawSumFactory(tff.aggregators.UnweightedAggregationFactory):
   size of the messages the real protocol would send (`num_messages` x
   `message_bits`), not what crossed this simulation's wire.
 
-  The process has no state. Measurements, as `DPRecSumFactory`'s:
+  The process has no state. Measurements, as `DpRecSumFactory`'s:
   `upload_bits` (analytic, int64), `num_messages` (int32) and
   `rejected_messages` (int32, always 0: there are no messages to reject).
   """
@@ -64,7 +64,7 @@ class DPRecInLawSumFactory(tff.aggregators.UnweightedAggregationFactory):
         (compression-only REC, no privacy).
       bits: Index bits per group of the simulated DP-REC, in [1, 24].
       grouping: `'tensor'`, `'network'` or a positive int G, as in
-        `DPRecSumFactory`.
+        `DpRecSumFactory`.
       insecure_test_seed: TESTS ONLY, NOT PRIVATE: an int makes every draw a
         function of this value and the client's clipped update.
 
@@ -72,7 +72,7 @@ class DPRecInLawSumFactory(tff.aggregators.UnweightedAggregationFactory):
       TypeError: If an argument has the wrong type.
       ValueError: If an argument has an invalid value.
     """
-    self._protocol = dp_rec.DPRecSumFactory(
+    self._protocol = dp_rec.DpRecSumFactory(
         noise_stddev=noise_stddev, l2_clip=l2_clip, bits=bits,
         grouping=grouping, insecure_test_seed=insecure_test_seed)
 
@@ -81,8 +81,8 @@ class DPRecInLawSumFactory(tff.aggregators.UnweightedAggregationFactory):
     return type(self).__name__ + protocol[protocol.index('('):]
 
   @property
-  def protocol(self) -> dp_rec.DPRecSumFactory:
-    """The `DPRecSumFactory` whose decoded sum this factory simulates."""
+  def protocol(self) -> dp_rec.DpRecSumFactory:
+    """The `DpRecSumFactory` whose decoded sum this factory simulates."""
     return self._protocol
 
   @property
@@ -115,11 +115,11 @@ class DPRecInLawSumFactory(tff.aggregators.UnweightedAggregationFactory):
     return False
 
   def layout(self, value_type) -> message.MessageLayout:
-    """The layout of the simulated messages (see `DPRecSumFactory`)."""
+    """The layout of the simulated messages (see `DpRecSumFactory`)."""
     return self._protocol.layout(value_type)
 
   def dp_event(self, value_type) -> accounting.DpRecEvent:
-    """The `DpRecEvent` of the simulated DP-REC (see `DPRecSumFactory`)."""
+    """The `DpRecEvent` of the simulated DP-REC (see `DpRecSumFactory`)."""
     return self._protocol.dp_event(value_type)
 
   def create(self, value_type,
@@ -127,11 +127,11 @@ class DPRecInLawSumFactory(tff.aggregators.UnweightedAggregationFactory):
     """Returns the process; refuses a weight type.
 
     Args:
-      value_type: As `DPRecSumFactory.create`.
-      weight_type: Must be `None` (as `DPRecSumFactory.create`).
+      value_type: As `DpRecSumFactory.create`.
+      weight_type: Must be `None` (as `DpRecSumFactory.create`).
 
     Raises:
-      TypeError: As `DPRecSumFactory.create`.
+      TypeError: As `DpRecSumFactory.create`.
     """
     creation_guard.check_unweighted_call(self, weight_type)
     layout = self.layout(value_type)

@@ -1,6 +1,6 @@
 """The DP-REC mean: the unweighted mean of client updates summed with DP-REC.
 
-`DPRecMeanFactory` is what `tff.learning` takes as a model aggregator (see
+`DpRecMeanFactory` is what `tff.learning` takes as a model aggregator (see
 `tff_dprec.learning.dp_rec_aggregator`). It also answers the accounting
 questions about a model: its message layout, the `DpRecEvent` of one message
 and epsilon after a run.
@@ -16,13 +16,13 @@ from tff_dprec.aggregators import dp_rec
 from tff_dprec.aggregators import dp_rec_in_law
 
 
-class DPRecMeanFactory(tff.aggregators.UnweightedMeanFactory):
+class DpRecMeanFactory(tff.aggregators.UnweightedMeanFactory):
   """The unweighted mean of client updates, summed with DP-REC.
 
   A `tff.aggregators.UnweightedMeanFactory` whose value sum is a
-  `DPRecSumFactory` (the client count goes through TFF's `SumFactory`: it
+  `DpRecSumFactory` (the client count goes through TFF's `SumFactory`: it
   is public, the number of messages). Measurements: `mean_value` (the
-  `DPRecSumFactory` measurements: `upload_bits`, `num_messages`,
+  `DpRecSumFactory` measurements: `upload_bits`, `num_messages`,
   `rejected_messages`, and `messages` with `record_messages=True`) and
   `mean_count`.
 
@@ -43,15 +43,15 @@ class DPRecMeanFactory(tff.aggregators.UnweightedMeanFactory):
     """Initializes the mean.
 
     Args:
-      sum_factory: The `DPRecSumFactory` that sums the updates, or, for
-        simulations only, a `DPRecInLawSumFactory`.
+      sum_factory: The `DpRecSumFactory` that sums the updates, or, for
+        simulations only, a `DpRecInLawSumFactory`.
 
     Raises:
       TypeError: If `sum_factory` is neither.
     """
     if not isinstance(sum_factory, _SUM_FACTORIES):
       raise TypeError(
-          'sum_factory must be a DPRecSumFactory or a DPRecInLawSumFactory, '
+          'sum_factory must be a DpRecSumFactory or a DpRecInLawSumFactory, '
           f'found {sum_factory!r}.')
     super().__init__(value_sum_factory=sum_factory)
     self._sum_factory = sum_factory
@@ -108,11 +108,11 @@ class DPRecMeanFactory(tff.aggregators.UnweightedMeanFactory):
     """Returns the process of the mean; refuses a weight type.
 
     Args:
-      value_type: As `DPRecSumFactory.create`.
-      weight_type: Must be `None` (as `DPRecSumFactory.create`).
+      value_type: As `DpRecSumFactory.create`.
+      weight_type: Must be `None` (as `DpRecSumFactory.create`).
 
     Raises:
-      TypeError: As `DPRecSumFactory.create`.
+      TypeError: As `DpRecSumFactory.create`.
     """
     creation_guard.check_unweighted_call(self, weight_type)
     return super().create(value_type)
@@ -130,5 +130,5 @@ def update_type(model) -> tff.Type:
   return tff.learning.models.weights_type_from_model(model).trainable
 
 
-_SUM_FACTORIES = (dp_rec.DPRecSumFactory,
-                  dp_rec_in_law.DPRecInLawSumFactory)
+_SUM_FACTORIES = (dp_rec.DpRecSumFactory,
+                  dp_rec_in_law.DpRecInLawSumFactory)
