@@ -12,7 +12,9 @@ from experiments.runner import execution
 from experiments.runner import registry
 from tff_dprec import accounting
 from tff_dprec.accounting import baselines
+from tff_dprec.aggregators import dp_rec
 from tff_dprec.aggregators import dp_rec_in_law
+from tff_dprec.aggregators import rec_compression
 
 
 class DDGaussAccountingMatchesTffTest(tf.test.TestCase):
@@ -154,6 +156,29 @@ class InLawTest(tf.test.TestCase):
     with self.assertRaisesRegex(ValueError, 'clip_ratio=1.5 applies to dp_rec'):
       config_lib.RunConfig(task='stackoverflow_lr', aggregators=('fedavg',),
                            clip_ratio=1.5)
+
+
+
+class RecTest(tf.test.TestCase):
+  """`rec` and `dp_rec`: the same wire, private only with the clip."""
+
+  _SETTING = dict(InLawTest._SETTING, bits=5)
+
+  def test_compression_only_has_its_own_factory(self):
+    plan = registry.build('rec', **self._SETTING)
+    self.assertFalse(plan.private)
+    self.assertIsInstance(plan.rec_sum,
+                          rec_compression.RecCompressionSumFactory)
+    self.assertNotIsInstance(plan.rec_sum, dp_rec.DpRecSumFactory)
+    self.assertIsNone(plan.epsilon_after)
+
+  def test_dp_rec_is_the_private_factory_with_the_calibrated_clip(self):
+    plan = registry.build('dp_rec', **self._SETTING)
+    self.assertIsInstance(plan.rec_sum, dp_rec.DpRecSumFactory)
+    self.assertEqual(plan.rec_sum.clip_ratio, plan.params['clip_ratio'])
+    self.assertEqual(plan.upload_bits_per_client,
+                     registry.build('rec', **self._SETTING)
+                     .upload_bits_per_client)
 
 
 if __name__ == '__main__':

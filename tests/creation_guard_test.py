@@ -12,8 +12,10 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_dprec import learning
+from tff_dprec import simulation
 from tff_dprec.aggregators import dp_rec
 from tff_dprec.aggregators import dp_rec_in_law
+from tff_dprec.aggregators import rec_compression
 
 _VALUE = tff.TensorType(np.float32, [3])
 _WEIGHT = tff.TensorType(np.float32)
@@ -22,7 +24,9 @@ _FACTORIES = (
     ('in_law_sum', lambda: dp_rec_in_law.DpRecInLawSumFactory(
         noise_stddev=0.1, l2_clip=1.0)),
     ('mean', lambda: learning.dp_rec_aggregator(0.1, 1.0)),
-    ('in_law_mean', lambda: learning.dp_rec_in_law_aggregator(0.1, 1.0)),
+    ('in_law_mean', lambda: simulation.dp_rec_in_law_aggregator(0.1, 1.0)),
+    ('compression_sum', lambda: rec_compression.RecCompressionSumFactory(
+        noise_stddev=0.1)),
 )
 
 

@@ -1,6 +1,7 @@
 """Tests for tff_dprec.aggregators.dp_rec_mean."""
 
 import collections
+import re
 
 import numpy as np
 import tensorflow as tf
@@ -8,9 +9,11 @@ import tensorflow_federated as tff
 
 from tff_dprec import learning
 from tff_dprec import message
+from tff_dprec import simulation
 from tff_dprec.aggregators import dp_rec
 from tff_dprec.aggregators import dp_rec_in_law
 from tff_dprec.aggregators import dp_rec_mean
+from tff_dprec.aggregators import rec_compression
 
 _STRUCT = tff.to_type(collections.OrderedDict(
     a=tff.TensorType(np.float32, [3]),
@@ -38,8 +41,9 @@ class ConstructionTest(tf.test.TestCase):
     self.assertIn('DpRecMeanFactory', aggregators.__all__)
     self.assertIsInstance(learning.dp_rec_aggregator(0.1, 0.2),
                           DpRecMeanFactory)
-    self.assertIsInstance(learning.dp_rec_in_law_aggregator(0.1, 0.2),
-                          DpRecMeanFactory)
+    # The simulation's mean is a type of its own.
+    self.assertNotIsInstance(simulation.dp_rec_in_law_aggregator(0.1, 0.2),
+                             DpRecMeanFactory)
 
   def test_package_exports_exist(self):
     # pylint: disable=g-import-not-at-top
@@ -48,17 +52,24 @@ class ConstructionTest(tf.test.TestCase):
     for name in aggregators.__all__:
       self.assertTrue(hasattr(aggregators, name), name)
 
-  def test_rejects_a_sum_that_is_not_dp_rec(self):
-    with self.assertRaisesRegex(TypeError, 'sum_factory.*SumFactory'):
-      dp_rec_mean.DpRecMeanFactory(tff.aggregators.SumFactory())
-
-  def test_takes_either_dp_rec_sum(self):
-    for sum_factory in (
-        dp_rec.DpRecSumFactory(noise_stddev=0.1, l2_clip=0.2),
+  def test_takes_the_dp_rec_sum_only(self):
+    sum_factory = dp_rec.DpRecSumFactory(noise_stddev=0.1, l2_clip=0.2)
+    mean = dp_rec_mean.DpRecMeanFactory(sum_factory)
+    self.assertIs(mean.sum_factory, sum_factory)
+    self.assertIsInstance(mean, tff.aggregators.UnweightedMeanFactory)
+    for other in (
+        tff.aggregators.SumFactory(),
+        rec_compression.RecCompressionSumFactory(noise_stddev=0.1),
         dp_rec_in_law.DpRecInLawSumFactory(noise_stddev=0.1, l2_clip=0.2)):
-      mean = dp_rec_mean.DpRecMeanFactory(sum_factory)
-      self.assertIs(mean.sum_factory, sum_factory)
-      self.assertIsInstance(mean, tff.aggregators.UnweightedMeanFactory)
+      with self.assertRaisesRegex(
+          TypeError, rf'^sum_factory must be a DpRecSumFactory, found '
+          rf'{re.escape(repr(other))}\.$'):
+        dp_rec_mean.DpRecMeanFactory(other)
+
+  def test_the_base_is_not_used_directly(self):
+    with self.assertRaisesRegex(TypeError, 'not used directly'):
+      dp_rec_mean.DpRecMeanBase(
+          dp_rec.DpRecSumFactory(noise_stddev=0.1, l2_clip=0.2))
 
   def test_update_type_of_a_model_is_its_trainable_weights(self):
     update = dp_rec_mean.update_type(_model_fn)

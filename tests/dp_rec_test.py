@@ -18,6 +18,7 @@ from tff_dprec import learning
 from tff_dprec import message as message_lib
 from tff_dprec import rec
 from tff_dprec.aggregators import dp_rec
+from tff_dprec.aggregators import rec_compression
 
 _STRUCT = tff.to_type(
     collections.OrderedDict(
@@ -34,7 +35,9 @@ class ConstructionTest(tf.test.TestCase, parameterized.TestCase):
        'noise_stddev'),
       ('stddev_str', dict(noise_stddev='0.1'), TypeError, 'noise_stddev'),
       ('stddev_bool', dict(noise_stddev=True), TypeError, 'noise_stddev'),
+      ('clip_none', dict(l2_clip=None), TypeError, 'l2_clip'),
       ('clip_zero', dict(l2_clip=0.0), ValueError, 'l2_clip'),
+      ('clip_negative', dict(l2_clip=-0.5), ValueError, 'l2_clip'),
       ('clip_inf', dict(l2_clip=float('inf')), ValueError, 'l2_clip'),
       ('bits_zero', dict(bits=0), ValueError, 'bits'),
       ('bits_too_many', dict(bits=25), ValueError, 'bits'),
@@ -167,11 +170,23 @@ class ConstructionTest(tf.test.TestCase, parameterized.TestCase):
                                                   num_groups=6))
     self.assertEqual(event.total_bits, 48)
 
-  def test_compression_only_has_no_dp_event(self):
-    factory = dp_rec.DpRecSumFactory(noise_stddev=0.05, l2_clip=None)
-    self.assertIsNone(factory.clip_ratio)
-    with self.assertRaisesRegex(ValueError, 'no privacy'):
-      factory.dp_event(_VECTOR)
+  def test_clip_is_required_naming_the_argument_and_its_value(self):
+    with self.assertRaisesRegex(
+        TypeError, r'^l2_clip must be a positive number, found None: '
+        r'DpRecSumFactory is private only with a clip\. .*'
+        r'RecCompressionSumFactory'):
+      dp_rec.DpRecSumFactory(noise_stddev=0.05, l2_clip=None)
+    with self.assertRaisesRegex(TypeError, 'required.*l2_clip'):
+      dp_rec.DpRecSumFactory(noise_stddev=0.05)  # pylint: disable=no-value-for-parameter
+    with self.assertRaisesRegex(
+        ValueError, r'^l2_clip must be positive, found -0\.5\.$'):
+      dp_rec.DpRecSumFactory(noise_stddev=0.05, l2_clip=-0.5)
+
+  def test_is_not_the_compression_only_factory(self):
+    factory = dp_rec.DpRecSumFactory(noise_stddev=0.05, l2_clip=0.1)
+    self.assertNotIsInstance(factory, rec_compression.RecCompressionSumFactory)
+    self.assertAlmostEqual(factory.clip_ratio, 2.0)
+    self.assertEqual(factory.l2_clip, 0.1)
 
 
 class ClientEncoderTest(tf.test.TestCase):
@@ -323,40 +338,6 @@ class ExecutionTest(tf.test.TestCase):
     # The NaN and Inf clients contribute zero-mean candidates (|x| < 6 s each
     # with probability 1 - 2e-9); the huge client is clipped to norm 1.
     self.assertLess(np.linalg.norm(total), 1.0 + 3 * 6 * s * 2)
-
-  def test_compression_only_fed_avg_lowers_training_loss(self):
-    rng = np.random.default_rng(0)
-    w_true = rng.normal(size=(5, 1)).astype(np.float32)
-
-    def client_data(seed):
-      r = np.random.default_rng(seed)
-      x = r.normal(size=(64, 5)).astype(np.float32)
-      y = x @ w_true + 0.01 * r.normal(size=(64, 1)).astype(np.float32)
-      return tf.data.Dataset.from_tensor_slices((x, y)).batch(16)
-
-    data = [client_data(i) for i in range(4)]
-
-    def model_fn():
-      keras_model = tf.keras.Sequential(
-          [tf.keras.layers.Dense(1, input_shape=(5,),
-                                 kernel_initializer='zeros')])
-      return tff.learning.models.from_keras_model(
-          keras_model, input_spec=data[0].element_spec,
-          loss=tf.keras.losses.MeanSquaredError())
-
-    process = tff.learning.algorithms.build_unweighted_fed_avg(
-        model_fn,
-        client_optimizer_fn=tff.learning.optimizers.build_sgdm(0.05),
-        server_optimizer_fn=tff.learning.optimizers.build_sgdm(1.0),
-        model_aggregator=learning.dp_rec_aggregator(0.02, None, bits=7))
-    state = process.initialize()
-    losses = []
-    for _ in range(12):
-      output = process.next(state, data)
-      state = output.state
-      losses.append(
-          output.metrics['client_work']['train']['loss'])
-    self.assertLess(losses[-1], 0.3 * losses[0])
 
 
 class InsecureTestModeTest(tf.test.TestCase):

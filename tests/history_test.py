@@ -12,6 +12,8 @@ import tensorflow_federated as tff
 from tff_dprec import history
 from tff_dprec import message
 from tff_dprec.aggregators import dp_rec
+from tff_dprec.aggregators import dp_rec_in_law
+from tff_dprec.aggregators import rec_compression
 
 _FEATURES = 4
 _OUTPUTS = 3
@@ -303,10 +305,11 @@ def _optimizer(name):
 class ReplayTest(tf.test.TestCase, parameterized.TestCase):
   """The client's replay equals the server's model bit for bit."""
 
-  def _replay_setup(self, optimizer_name, full_fraction):
+  def _replay_setup(self, optimizer_name, full_fraction, private):
     """(process, state, server, replay, initial_seed) for the replay test."""
-    factory = dp_rec.DpRecSumFactory(noise_stddev=0.05, l2_clip=0.2, bits=4,
-                                     grouping=8, record_messages=True)
+    coding = dict(noise_stddev=0.05, bits=4, grouping=8, record_messages=True)
+    factory = (dp_rec.DpRecSumFactory(l2_clip=0.2, **coding) if private else
+               rec_compression.RecCompressionSumFactory(**coding))
     server_optimizer = _optimizer(optimizer_name)
     process = tff.learning.algorithms.build_unweighted_fed_avg(
         _model_fn,
@@ -333,11 +336,14 @@ class ReplayTest(tf.test.TestCase, parameterized.TestCase):
       # A large full size: every downlink is a history.
       ('sgd', 'sgd', 100.0), ('sgdm', 'sgdm', 100.0), ('adam', 'adam', 100.0),
       # The real full size, and a small one: long absences switch to it.
-      ('adam_real_full', 'adam', 1.0), ('adam_small_full', 'adam', 0.1))
-  def test_replay_is_bit_exact(self, optimizer_name, full_fraction):
+      ('adam_real_full', 'adam', 1.0), ('adam_small_full', 'adam', 0.1),
+      # Compression-only REC (not private) sends the same messages.
+      ('compression_only', 'sgd', 100.0, False))
+  def test_replay_is_bit_exact(self, optimizer_name, full_fraction,
+                               private=True):
     num_clients, cohort, rounds = 7, 3, 12
     process, state, server, replay, initial_seed = self._replay_setup(
-        optimizer_name, full_fraction)
+        optimizer_name, full_fraction, private)
     data = _client_data(num_clients)
     rng = np.random.default_rng(0)
     clients = {}
@@ -417,9 +423,13 @@ class ReplayTest(tf.test.TestCase, parameterized.TestCase):
     self.assertLen(second.weights.trainable, len(want.trainable))
 
   def test_bad_arguments(self):
-    with self.assertRaisesRegex(TypeError, 'factory'):
-      history.ClientReplay(model_fn=_model_fn, factory=object(),
-                           server_optimizer=_optimizer('sgd'))
+    for factory in (object(), dp_rec_in_law.DpRecInLawSumFactory(
+        noise_stddev=0.05, l2_clip=0.2)):
+      with self.assertRaisesRegex(
+          TypeError, '^factory must be a DpRecSumFactory or a '
+          'RecCompressionSumFactory, found'):
+        history.ClientReplay(model_fn=_model_fn, factory=factory,
+                             server_optimizer=_optimizer('sgd'))
     factory = dp_rec.DpRecSumFactory(noise_stddev=0.05, l2_clip=0.2)
     with self.assertRaisesRegex(TypeError, 'server_optimizer'):
       history.ClientReplay(model_fn=_model_fn, factory=factory,

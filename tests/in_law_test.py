@@ -23,6 +23,7 @@ from tff_dprec import in_law
 from tff_dprec import learning
 from tff_dprec import message as message_lib
 from tff_dprec import rec
+from tff_dprec import simulation
 from tff_dprec.aggregators import dp_rec
 from tff_dprec.aggregators import dp_rec_in_law
 from tff_dprec.aggregators import dp_rec_mean
@@ -331,6 +332,9 @@ class FactoryTest(tf.test.TestCase, parameterized.TestCase):
   @parameterized.named_parameters(
       ('stddev', dict(noise_stddev=0.0), ValueError, 'noise_stddev'),
       ('clip', dict(l2_clip=-1.0), ValueError, 'l2_clip'),
+      ('clip_none', dict(l2_clip=None), TypeError,
+       'l2_clip must be a positive number, found None: '
+       'DpRecInLawSumFactory'),
       ('bits', dict(bits=25), ValueError, 'bits'),
       ('grouping', dict(grouping='layer'), ValueError, 'grouping'),
       ('test_seed', dict(insecure_test_seed=1.5), TypeError,
@@ -406,7 +410,7 @@ class FactoryTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_weighted_call_is_refused(self):
     # As build_fed_sgd calls its model aggregator.
-    mean = learning.dp_rec_in_law_aggregator(0.1, 1.0)
+    mean = simulation.dp_rec_in_law_aggregator(0.1, 1.0)
     for factory in (mean, mean.sum_factory):
       with self.assertRaisesRegex(TypeError, 'weight type'):
         factory.create(_STRUCT, tff.TensorType(np.float32))
@@ -415,7 +419,7 @@ class FactoryTest(tf.test.TestCase, parameterized.TestCase):
 class LearningTest(tf.test.TestCase):
 
   def test_mean_epsilon_is_dp_rec_epsilon(self):
-    simulated = learning.dp_rec_in_law_aggregator(0.1, 0.2, bits=5)
+    simulated = simulation.dp_rec_in_law_aggregator(0.1, 0.2, bits=5)
     real = learning.dp_rec_aggregator(0.1, 0.2, bits=5)
     kwargs = dict(population=10**5, clients_per_round=100, rounds=5,
                   delta=1e-6)
@@ -425,14 +429,18 @@ class LearningTest(tf.test.TestCase):
                           dp_rec_in_law.DpRecInLawSumFactory)
 
   def test_history_is_refused(self):
-    aggregator = learning.dp_rec_in_law_aggregator(0.1, 0.2, bits=5)
+    aggregator = simulation.dp_rec_in_law_aggregator(0.1, 0.2, bits=5)
     with self.assertRaisesRegex(ValueError, 'in law'):
       learning.start_history(None, aggregator=aggregator, model_fn=None,
                              initial_seed=1)
 
   def test_mean_rejects_other_sums(self):
     with self.assertRaisesRegex(TypeError, 'DpRecInLawSumFactory'):
-      dp_rec_mean.DpRecMeanFactory(tff.aggregators.SumFactory())
+      dp_rec_in_law.DpRecInLawMeanFactory(
+          dp_rec.DpRecSumFactory(noise_stddev=0.1, l2_clip=0.2))
+    with self.assertRaisesRegex(TypeError, 'DpRecSumFactory'):
+      dp_rec_mean.DpRecMeanFactory(
+          dp_rec_in_law.DpRecInLawSumFactory(noise_stddev=0.1, l2_clip=0.2))
 
 
 if __name__ == '__main__':

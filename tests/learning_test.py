@@ -12,6 +12,7 @@ from tff_dprec import accounting
 from tff_dprec import history
 from tff_dprec import learning
 from tff_dprec import process_check
+from tff_dprec import simulation
 from tff_dprec.aggregators import dp_rec
 from tff_dprec.aggregators import dp_rec_mean
 
@@ -90,11 +91,24 @@ class AggregatorTest(tf.test.TestCase, parameterized.TestCase):
         accounting.dp_rec_epsilon(clip_ratio=0.06 / 0.05, bits=layout.bits,
                                   num_groups=layout.num_groups, **common))
 
-  def test_compression_only_has_no_epsilon(self):
-    aggregator = learning.dp_rec_aggregator(0.05, None)
-    with self.assertRaisesRegex(ValueError, 'no privacy'):
-      aggregator.epsilon(_model_fn, population=10, clients_per_round=1,
-                         rounds=1, delta=1e-5)
+  def test_the_clip_is_required(self):
+    with self.assertRaisesRegex(TypeError,
+                                'l2_clip.*None.*rec_compression_aggregator'):
+      learning.dp_rec_aggregator(0.05, None)
+    with self.assertRaisesRegex(ValueError, 'l2_clip must be positive'):
+      learning.dp_rec_aggregator(0.05, 0.0)
+
+  def test_compression_only_is_its_own_mean_without_epsilon(self):
+    aggregator = learning.rec_compression_aggregator(0.05, bits=4)
+    self.assertNotIsInstance(aggregator, dp_rec_mean.DpRecMeanBase)
+    self.assertIsInstance(aggregator, tff.aggregators.UnweightedMeanFactory)
+    self.assertFalse(hasattr(aggregator, 'epsilon'))
+    process = tff.learning.algorithms.build_unweighted_fed_avg(
+        _model_fn, client_optimizer_fn=_sgd(), model_aggregator=aggregator,
+        metrics_aggregator=learning.no_client_metrics)
+    self.assertEqual(
+        [u.intrinsic for u in learning.check_process(process).uploads],
+        ['federated_aggregate', 'federated_sum'])
 
   def test_learning_process_types(self):
     process = tff.learning.algorithms.build_unweighted_fed_avg(
@@ -148,13 +162,16 @@ class BuildDpRecFedAvgTest(tf.test.TestCase, parameterized.TestCase):
       ('clipping_around_the_mean', lambda: tff.aggregators.clipping_factory(
           10.0, learning.dp_rec_aggregator(0.1, 1.0))),
       ('weighted_mean_around_the_sum', lambda: tff.aggregators.MeanFactory(
-          dp_rec.DpRecSumFactory(noise_stddev=0.1, l2_clip=1.0))))
+          dp_rec.DpRecSumFactory(noise_stddev=0.1, l2_clip=1.0))),
+      ('compression_only', lambda: learning.rec_compression_aggregator(0.1)))
   def test_other_aggregators_are_refused(self, make):
     aggregator = make()
     with self.assertRaisesRegex(
         TypeError, r'^aggregator must be a DP-REC mean factory \(a '
         r'DpRecMeanFactory from tff_dprec.learning.dp_rec_aggregator'
-        rf'\(\.\.\.\)\), unwrapped, found {re.escape(repr(aggregator))}\.$'):
+        r'\(\.\.\.\), or a DpRecInLawMeanFactory from '
+        r'tff_dprec.simulation.dp_rec_in_law_aggregator\(\.\.\.\)\), '
+        rf'unwrapped, found {re.escape(repr(aggregator))}\.$'):
       learning.build_dp_rec_fed_avg(_model_fn, _sgd(), aggregator=aggregator)
 
   def test_builds_the_safe_process(self):
@@ -177,7 +194,7 @@ class BuildDpRecFedAvgTest(tf.test.TestCase, parameterized.TestCase):
     # Its clients send floats by design: a simulation, not a protocol.
     process = learning.build_dp_rec_fed_avg(
         _model_fn, _sgd(),
-        aggregator=learning.dp_rec_in_law_aggregator(0.1, 0.3, bits=5))
+        aggregator=simulation.dp_rec_in_law_aggregator(0.1, 0.3, bits=5))
     self.assertNotEmpty(learning.check_process(process).outside_dp_rec)
 
   def test_learning_exports_the_check(self):

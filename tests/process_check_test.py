@@ -11,6 +11,7 @@ import tensorflow_federated as tff
 
 from tff_dprec import learning
 from tff_dprec import process_check
+from tff_dprec import simulation
 from tff_dprec.aggregators import dp_rec
 
 _INPUT_SPEC = (tf.TensorSpec([None, 3], tf.float32),
@@ -156,7 +157,7 @@ class LearningProcessTest(tf.test.TestCase):
   def test_simulation_in_law_sends_floats(self):
     process = tff.learning.algorithms.build_unweighted_fed_avg(
         _model_fn, client_optimizer_fn=_sgd(),
-        model_aggregator=learning.dp_rec_in_law_aggregator(0.05, 0.06),
+        model_aggregator=simulation.dp_rec_in_law_aggregator(0.05, 0.06),
         metrics_aggregator=learning.no_client_metrics)
     report = process_check.check_process(process)
     self.assertEmpty(report.dp_rec_messages)

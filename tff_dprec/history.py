@@ -52,6 +52,7 @@ import tensorflow_federated as tff
 from tff_dprec import sizes
 from tff_dprec import validation
 from tff_dprec.aggregators import dp_rec
+from tff_dprec.aggregators import rec_compression
 
 ROUND_HEADER_BITS = sizes.ROUND_HEADER_BITS
 INITIAL_SEED_BITS = sizes.INITIAL_SEED_BITS
@@ -343,23 +344,25 @@ class ClientReplay:
   """
 
   def __init__(self, *, model_fn: Callable[[], Any],
-               factory: dp_rec.DpRecSumFactory,
+               factory: dp_rec.RecSumFactoryBase,
                server_optimizer: tff.learning.optimizers.Optimizer):
     """Initializes the replay.
 
     Args:
       model_fn: The `tff.learning` model function the server trains (used for
         the initial model from R' and the weight types).
-      factory: The server's `DpRecSumFactory` (the inner sum of the mean).
+      factory: The server's `DpRecSumFactory` (the inner sum of the mean),
+        or its `RecCompressionSumFactory` (compression only, not private).
       server_optimizer: The server's `tff.learning` optimizer.
 
     Raises:
-      TypeError: If `factory` is not a `DpRecSumFactory` or `server_optimizer`
+      TypeError: If `factory` is neither, or `server_optimizer`
         is not a `tff.learning.optimizers.Optimizer`.
     """
-    if not isinstance(factory, dp_rec.DpRecSumFactory):
+    if not isinstance(factory, _REPLAYABLE_SUMS):
       raise TypeError(
-          f'factory must be a DpRecSumFactory, found {factory!r}.')
+          'factory must be a DpRecSumFactory or a RecCompressionSumFactory, '
+          f'found {factory!r}.')
     if not isinstance(server_optimizer, tff.learning.optimizers.Optimizer):
       raise TypeError(
           'server_optimizer must be a tff.learning.optimizers.Optimizer, '
@@ -522,3 +525,9 @@ def seeded_model_weights(model_fn: Callable[[], Any],
   return tff.learning.models.ModelWeights(
       trainable=[np.asarray(w) for w in weights.trainable],
       non_trainable=[np.asarray(w) for w in weights.non_trainable])
+
+
+# The sums whose messages a client can replay (the simulation in law sends
+# none).
+_REPLAYABLE_SUMS = (dp_rec.DpRecSumFactory,
+                    rec_compression.RecCompressionSumFactory)

@@ -4,15 +4,15 @@
   aggregator=...)`: unweighted FedAvg whose clients send DP-REC messages and
   nothing else (`build_unweighted_fed_avg` with the DP-REC mean and
   `metrics_aggregator=no_client_metrics`, checked with `check_process`).
-* `dp_rec_aggregator(...)` returns a `DpRecMeanFactory`
-  (`tff_dprec.aggregators`): pass it as `aggregator` to
+* `dp_rec_aggregator(noise_stddev, l2_clip, ...)` returns a
+  `DpRecMeanFactory` (`tff_dprec.aggregators`): pass it as `aggregator` to
   `build_dp_rec_fed_avg`, or as `model_aggregator` to
   `tff.learning.algorithms.build_unweighted_fed_avg`, and ask it for the
   message layout, the `DpRecEvent` and epsilon of your own model
   (`layout(model)`, `dp_event(model)`, `epsilon(model, ...)`).
-* `dp_rec_in_law_aggregator(...)`: SIMULATION ONLY, the same mean with the
-  decoded updates drawn exactly in law at a fraction of the cost (floats
-  are sent: a tool for studies, not a protocol).
+* `rec_compression_aggregator(noise_stddev, ...)`: NOT PRIVATE, the mean of
+  compression-only REC (the same messages from unclipped updates; a plain
+  `tff.aggregators.UnweightedMeanFactory`).
 * `check_process(process, strict=...)`: every value a built process moves
   from the clients to the server, with its TFF type, and whether it is a
   DP-REC message (`tff_dprec.process_check`).
@@ -21,6 +21,9 @@
 * `no_client_metrics`: a metrics aggregator that releases no client metrics.
 * `start_history(...)` and `round_messages(...)`: server-to-client history
   compression (`tff_dprec.history`) for a learning process.
+
+The simulation in law, whose clients send floats, is not here:
+`tff_dprec.simulation.dp_rec_in_law_aggregator`.
 
 `model` is a `tff.learning` model function (or model), or the TFF type of the
 aggregated update (the trainable weights).
@@ -31,8 +34,8 @@ update only. What is checked where:
 * `DpRecSumFactory.create` and `DpRecMeanFactory.create` refuse a weight
   type (`tff.learning.algorithms.build_fed_sgd` passes one), and
   `build_weighted_fed_avg` refuses the unweighted DP-REC mean itself.
-* `build_dp_rec_fed_avg` refuses any aggregator but a DP-REC mean, and
-  builds without client metrics.
+* `build_dp_rec_fed_avg` refuses any aggregator but a DP-REC mean (or the
+  simulation's), and builds without client metrics.
 * `check_process` reads a built process and reports what else reaches the
   server: the client metrics a builder sums without
   `metrics_aggregator=no_client_metrics`, the weights of a
@@ -58,6 +61,7 @@ from tff_dprec import rec
 from tff_dprec.aggregators import dp_rec
 from tff_dprec.aggregators import dp_rec_in_law
 from tff_dprec.aggregators import dp_rec_mean
+from tff_dprec.aggregators import rec_compression
 
 ClientUpload = process_check.ClientUpload
 UploadReport = process_check.UploadReport
@@ -67,7 +71,7 @@ check_process = process_check.check_process
 
 def dp_rec_aggregator(
     noise_stddev: float,
-    l2_clip: Optional[float],
+    l2_clip: float,
     bits: int = 7,
     grouping: rec.Grouping = rec.GROUPING_TENSOR,
     chunk_elements: int = rec.DEFAULT_CHUNK_ELEMENTS,
@@ -79,8 +83,10 @@ def dp_rec_aggregator(
   Pass it as `aggregator` to `build_dp_rec_fed_avg`, or as
   `model_aggregator` to `tff.learning.algorithms.build_unweighted_fed_avg`
   (with `metrics_aggregator=no_client_metrics` for private training; check
-  the process with `check_process`). Arguments as in `DpRecSumFactory`.
-  Measurements are nested under `mean_value`.
+  the process with `check_process`). Arguments as in `DpRecSumFactory`:
+  `l2_clip` is required (for compression only, without privacy, use
+  `rec_compression_aggregator`). Measurements are nested under
+  `mean_value`.
 
   Raises:
     TypeError, ValueError: For invalid arguments.
@@ -92,28 +98,32 @@ def dp_rec_aggregator(
       insecure_test_seed=insecure_test_seed))
 
 
-def dp_rec_in_law_aggregator(
+def rec_compression_aggregator(
     noise_stddev: float,
-    l2_clip: Optional[float],
     bits: int = 7,
     grouping: rec.Grouping = rec.GROUPING_TENSOR,
+    chunk_elements: int = rec.DEFAULT_CHUNK_ELEMENTS,
+    record_messages: bool = False,
     insecure_test_seed: Optional[int] = None,
-) -> dp_rec_mean.DpRecMeanFactory:
-  """SIMULATION ONLY: the DP-REC mean with its decoded updates drawn in law.
+) -> tff.aggregators.UnweightedMeanFactory:
+  """NOT PRIVATE: the mean of compression-only REC, for `tff.learning`.
 
-  `dp_rec_aggregator`'s mean, with the sum drawn exactly in law at K + d
-  normals per group and client (`DpRecInLawSumFactory`): the same training
-  in law, clipping, groups, bits and `epsilon`, at a fraction of the cost.
-  Its clients send floats, not messages: use it to study DP-REC, never to
-  deploy it. `upload_bits` is the real protocol's, analytic. It records no
-  messages, so history compression (`start_history`) refuses it.
+  A `tff.aggregators.UnweightedMeanFactory` over
+  `tff_dprec.aggregators.RecCompressionSumFactory`: clients send DP-REC's
+  messages (a seed and one index per group) of their unclipped updates, the
+  paper's Appendix D.3 ablation. It has no privacy guarantee, no
+  `dp_event` and no `epsilon`; `build_dp_rec_fed_avg` refuses it (pass it
+  as `model_aggregator` to `build_unweighted_fed_avg`). Arguments as in
+  `RecCompressionSumFactory`; `message_layout` gives its layout.
 
   Raises:
     TypeError, ValueError: For invalid arguments.
   """
-  return dp_rec_mean.DpRecMeanFactory(dp_rec_in_law.DpRecInLawSumFactory(
-      noise_stddev=noise_stddev, l2_clip=l2_clip, bits=bits,
-      grouping=grouping, insecure_test_seed=insecure_test_seed))
+  return tff.aggregators.UnweightedMeanFactory(
+      value_sum_factory=rec_compression.RecCompressionSumFactory(
+          noise_stddev, bits=bits, grouping=grouping,
+          chunk_elements=chunk_elements, record_messages=record_messages,
+          insecure_test_seed=insecure_test_seed))
 
 
 def message_layout(model, *, bits: int = 7,
@@ -125,8 +135,8 @@ def message_layout(model, *, bits: int = 7,
     TypeError, ValueError: For an invalid model type, `bits` or `grouping`.
   """
   # The layout does not depend on the noise or the clip.
-  sum_factory = dp_rec.DpRecSumFactory(noise_stddev=1.0, l2_clip=None,
-                                       bits=bits, grouping=grouping)
+  sum_factory = rec_compression.RecCompressionSumFactory(
+      noise_stddev=1.0, bits=bits, grouping=grouping)
   return sum_factory.layout(dp_rec_mean.update_type(model))
 
 
@@ -157,7 +167,7 @@ def build_dp_rec_fed_avg(
     client_optimizer_fn: tff.learning.optimizers.Optimizer,
     server_optimizer_fn: Optional[tff.learning.optimizers.Optimizer] = None,
     *,
-    aggregator: dp_rec_mean.DpRecMeanFactory,
+    aggregator: dp_rec_mean.DpRecMeanBase,
     model_distributor: Optional[
         tff.learning.templates.DistributionProcess] = None,
     loop_implementation: tff.learning.LoopImplementation = (
@@ -171,8 +181,9 @@ def build_dp_rec_fed_avg(
   `metrics['client_work']['train']` is empty). The built process is then
   checked with `check_process(process, strict=True)`: only the DP-REC
   messages, and the count of messages (a 1 from each client), leave the
-  clients. An aggregator from `dp_rec_in_law_aggregator` (SIMULATION ONLY,
-  its clients send floats) is built the same way, and not checked.
+  clients. A `DpRecInLawMeanFactory` from
+  `tff_dprec.simulation.dp_rec_in_law_aggregator` (SIMULATION ONLY, its
+  clients send floats) is built the same way, and not checked.
 
   Args:
     model_fn: The `tff.learning` model function (or functional model), as
@@ -181,7 +192,8 @@ def build_dp_rec_fed_avg(
     server_optimizer_fn: The server's optimizer; `None` (default) is TFF's
       default, `tff.learning.optimizers.build_sgdm(1.0)`.
     aggregator: The DP-REC mean: a `DpRecMeanFactory` from
-      `dp_rec_aggregator(...)` (or `dp_rec_in_law_aggregator(...)`).
+      `dp_rec_aggregator(...)` (or, simulating, a `DpRecInLawMeanFactory`
+      from `tff_dprec.simulation.dp_rec_in_law_aggregator(...)`).
     model_distributor: An optional `tff.learning.templates.
       DistributionProcess`; `None` (default) broadcasts the model.
     loop_implementation: The clients' training loop, as for
@@ -191,25 +203,29 @@ def build_dp_rec_fed_avg(
     The `tff.learning.templates.LearningProcess`.
 
   Raises:
-    TypeError: If `aggregator` is not a `DpRecMeanFactory`, or for an
-      argument `build_unweighted_fed_avg` refuses.
+    TypeError: If `aggregator` is neither (`rec_compression_aggregator`'s
+      mean, not private, among them), or for an argument
+      `build_unweighted_fed_avg` refuses.
     ClientDataOutsideDpRecError: If the built process sends client data
       outside DP-REC messages (a check of what TFF built: TFF 0.87 sends
       none there).
   """
-  if not isinstance(aggregator, dp_rec_mean.DpRecMeanFactory):
+  simulated = isinstance(aggregator, dp_rec_in_law.DpRecInLawMeanFactory)
+  if not simulated and not isinstance(aggregator,
+                                      dp_rec_mean.DpRecMeanFactory):
     raise TypeError(
         'aggregator must be a DP-REC mean factory (a DpRecMeanFactory from '
-        'tff_dprec.learning.dp_rec_aggregator(...)), unwrapped, found '
-        f'{aggregator!r}.')
+        'tff_dprec.learning.dp_rec_aggregator(...), or a '
+        'DpRecInLawMeanFactory from '
+        'tff_dprec.simulation.dp_rec_in_law_aggregator(...)), unwrapped, '
+        f'found {aggregator!r}.')
   process = tff.learning.algorithms.build_unweighted_fed_avg(
       model_fn, client_optimizer_fn=client_optimizer_fn,
       server_optimizer_fn=server_optimizer_fn,
       model_distributor=model_distributor, model_aggregator=aggregator,
       metrics_aggregator=no_client_metrics,
       loop_implementation=loop_implementation)
-  if not isinstance(aggregator.sum_factory,
-                    dp_rec_in_law.DpRecInLawSumFactory):
+  if not simulated:
     check_process(process, strict=True)
   return process
 
@@ -246,17 +262,18 @@ def start_history(process: tff.learning.templates.LearningProcess, *,
 
   Raises:
     TypeError: If `aggregator` is not a `DpRecMeanFactory`.
-    ValueError: If `aggregator` does not record its messages.
+    ValueError: If `aggregator` does not record its messages, or is the
+      simulation's `DpRecInLawMeanFactory` (which sends none).
   """
+  if isinstance(aggregator, dp_rec_in_law.DpRecInLawMeanFactory):
+    raise ValueError(
+        'History compression replays the real messages; a '
+        'DpRecInLawMeanFactory (tff_dprec.simulation, a simulation in law) '
+        'sends none. Use dp_rec_aggregator(..., record_messages=True).')
   if not isinstance(aggregator, dp_rec_mean.DpRecMeanFactory):
     raise TypeError('aggregator must be a DpRecMeanFactory '
                     f'(tff_dprec.learning.dp_rec_aggregator), found '
                     f'{aggregator!r}.')
-  if isinstance(aggregator.sum_factory, dp_rec_in_law.DpRecInLawSumFactory):
-    raise ValueError(
-        'History compression replays the real messages; an aggregator from '
-        'dp_rec_in_law_aggregator (a simulation in law) sends none. Use '
-        'dp_rec_aggregator(..., record_messages=True).')
   if not aggregator.sum_factory.record_messages:
     raise ValueError('aggregator must record its messages: use '
                      'dp_rec_aggregator(..., record_messages=True).')

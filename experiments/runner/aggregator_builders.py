@@ -164,7 +164,8 @@ def build_rec(spec, s):
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
   from tff_dprec import accounting  # pylint: disable=g-import-not-at-top
   from tff_dprec.aggregators import dp_rec  # pylint: disable=g-import-not-at-top
-  from tff_dprec.aggregators import dp_rec_in_law  # pylint: disable=g-import-not-at-top
+  from tff_dprec.aggregators import rec_compression  # pylint: disable=g-import-not-at-top
+  from tff_dprec import simulation  # pylint: disable=g-import-not-at-top
 
   groups = num_groups(s.value_type, s.grouping)
 
@@ -188,16 +189,18 @@ def build_rec(spec, s):
     clip = c * s.noise_stddev
     params, label, local_epsilon, epsilon_after = _rec_privacy(
         s, params, c, margin_met)
-  if spec.in_law:
+  coding = dict(bits=bits, grouping=s.grouping,
+                insecure_test_seed=s.insecure_test_seed)
+  if spec.in_law:  # Registered private only: the simulation clips.
     params['simulation'] = IN_LAW
-    rec_sum = dp_rec_in_law.DpRecInLawSumFactory(
-        s.noise_stddev, clip, bits=bits, grouping=s.grouping,
-        insecure_test_seed=s.insecure_test_seed)
-  else:
+    rec_sum = simulation.DpRecInLawSumFactory(s.noise_stddev, clip,
+                                              **coding)
+  elif spec.private:
     rec_sum = dp_rec.DpRecSumFactory(
-        s.noise_stddev, clip, bits=bits, grouping=s.grouping,
-        record_messages=s.record_messages,
-        insecure_test_seed=s.insecure_test_seed)
+        s.noise_stddev, clip, record_messages=s.record_messages, **coding)
+  else:
+    rec_sum = rec_compression.RecCompressionSumFactory(
+        s.noise_stddev, record_messages=s.record_messages, **coding)
   # The layout checks the model's type and the memory budget per group.
   layout = rec_sum.layout(s.value_type)
   return CalibratedAggregator(

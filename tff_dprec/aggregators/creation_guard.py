@@ -4,8 +4,9 @@ DP-REC averages without client weights: a client's message depends on its
 update only. `tff.learning.algorithms.build_fed_sgd` calls its model
 aggregator's `create(value_type, weight_type)` without checking that the
 factory is a weighted one, so the DP-REC factories (`DpRecSumFactory`,
-`DpRecInLawSumFactory`, `DpRecMeanFactory`) take an optional `weight_type`
-and refuse it here, with a `TypeError` that says what to use.
+`DpRecMeanFactory`, `RecCompressionSumFactory` and the simulation's
+`DpRecInLawSumFactory` and `DpRecInLawMeanFactory`) take an optional
+`weight_type` and refuse it here, with a `TypeError` that says what to use.
 (`build_weighted_fed_avg` refuses the unweighted `DpRecMeanFactory` in its
 own type check, before any DP-REC code runs.)
 

@@ -2,7 +2,9 @@
 
 The TFF wiring of `tff_dprec.message` (the message layout and the encoding
 of whole updates, plain TF): the client's encoder, the server's aggregation
-of messages, and the `tff.aggregators` factory around them.
+of messages, and the `tff.aggregators` factories around them:
+`DpRecSumFactory` (private) on `RecSumFactoryBase` (the wire it shares with
+`rec_compression.RecCompressionSumFactory`, not private).
 """
 
 import collections
@@ -19,31 +21,20 @@ from tff_dprec import validation
 from tff_dprec.aggregators import creation_guard
 
 
-class DpRecSumFactory(tff.aggregators.UnweightedAggregationFactory):
-  """Sums client updates privately compressed with DP-REC.
+class RecSumFactoryBase(tff.aggregators.UnweightedAggregationFactory):
+  """The REC-coded sum that DP-REC and compression-only REC share.
 
-  Each client clips its whole update to `l2_clip` in L2 norm, draws a fresh
-  64-bit seed R from its own randomness (independent of its data; the server
-  cannot set it), and encodes each group of the flattened update with REC
-  (`tff_dprec.rec`): K = 2**bits candidates from the prior N(0, s^2 I) with
-  s = `noise_stddev`, one index per group drawn with client-private Gumbel
-  noise. The message (R, index_1..index_M) is the only value that leaves the
-  client: `64 + M * bits` bits. The server regenerates the chosen candidates
-  inside `tff.federated_aggregate`'s accumulate step and sums them.
-
-  This is the protocol of Triastcyn et al., "DP-REC: Private &
-  Communication-Efficient Federated Learning" (2021, Algorithms 3, 4 and 7),
-  but not its privacy analysis: the paper's Theorem 1 compares a draw that
-  misses a client with the prior, which does not hold when the server sees
-  every message (docs/PRIVACY.md, sections 5 and 6). The privacy proven for
-  this factory is that of what a client releases, the seed and its indices
-  (`dp_event()`, accounted by `tff_dprec.accounting.dp_rec_epsilon`): by
-  default a certified privacy loss distribution (`accounting='pld'`,
-  docs/PRIVACY.md, section 9), which holds for adding or removing one client
-  against observers who do not know who was sampled; against the server,
-  which picks the clients and sees their messages, each participation costs
-  the local epsilon (`tff_dprec.accounting.dp_rec_local_epsilon`,
-  docs/PRIVACY.md, section 3).
+  Not used directly: `DpRecSumFactory` (clipped, private) and
+  `tff_dprec.aggregators.RecCompressionSumFactory` (not clipped, not
+  private) are the factories. Each client (clips its update, for DP-REC,
+  and) draws a fresh 64-bit seed R from its own randomness (independent of
+  its data; the server cannot set it), and encodes each group of the
+  flattened update with REC (`tff_dprec.rec`): K = 2**bits candidates from
+  the prior N(0, s^2 I) with s = `noise_stddev`, one index per group drawn
+  with client-private Gumbel noise. The message (R, index_1..index_M) is
+  the only value that leaves the client: `64 + M * bits` bits. The server
+  regenerates the chosen candidates inside `tff.federated_aggregate`'s
+  accumulate step and sums them.
 
   Client updates containing NaN or Inf are encoded as zero updates (before
   clipping), so a broken client cannot poison the sum; this is decided on the
@@ -69,55 +60,21 @@ class DpRecSumFactory(tff.aggregators.UnweightedAggregationFactory):
   client replaying the history reproduces the sum bit for bit. Otherwise each
   message is decoded as it arrives, in `federated_aggregate`'s accumulate step.
 
-  With `l2_clip=None` no clipping happens: compression-only REC, the paper's
-  Appendix D.3 ablation, which has no privacy guarantee.
-
-  This is a sum. For `tff.learning`, use the mean around it,
-  `tff_dprec.learning.dp_rec_aggregator(...)`, with
-  `tff_dprec.learning.build_dp_rec_fed_avg` (or
-  `tff.learning.algorithms.build_unweighted_fed_avg`). `create` refuses a
-  weight type (`creation_guard`). What encloses it (a weighted
-  `tff.aggregators.MeanFactory` would send the weights in the clear; given
-  directly to `build_unweighted_fed_avg` the server would apply the sum of
-  the updates) is not visible to `create`: `tff_dprec.learning.
-  check_process` reads what the built process sends.
+  `create` refuses a weight type (`creation_guard`).
   """
 
   def __init__(self,
                noise_stddev: float,
+               *,
                l2_clip: Optional[float],
-               bits: int = 7,
-               grouping: rec.Grouping = rec.GROUPING_TENSOR,
-               chunk_elements: int = rec.DEFAULT_CHUNK_ELEMENTS,
-               record_messages: bool = False,
-               insecure_test_seed: Optional[int] = None):
-    """Initializes the factory.
+               bits: int,
+               grouping: rec.Grouping,
+               chunk_elements: int,
+               record_messages: bool,
+               insecure_test_seed: Optional[int]):
+    """Checks and keeps the settings (see the subclasses' `Args`).
 
-    Args:
-      noise_stddev: The prior standard deviation s (the paper's sigma), in the
-        units of the update. Positive.
-      l2_clip: The L2 norm C to clip each client's whole update to, or `None`
-        for compression-only REC (no privacy). The privacy guarantee depends on
-        c = l2_clip / noise_stddev.
-      bits: Index bits per group, in [1, 24]; K = 2**bits. Default 7 (the
-        paper's setting).
-      grouping: `'tensor'` (one index per tensor, default), `'network'` (one
-        index for the whole update) or a positive int G (each tensor split
-        into groups of at most G elements).
-      chunk_elements: Number of candidate elements generated at once on the
-        client; bounds client memory.
-      record_messages: Whether to report the round's messages in the
-        `messages` measurement (for `tff_dprec.history`) and sum them in a
-        canonical order. Default `False`. The accumulate step then appends
-        each message to a matrix, which copies O(n^2) message rows per round
-        of n clients: negligible up to thousands of clients per round.
-      insecure_test_seed: TESTS ONLY, NOT PRIVATE. `None` (default) draws the
-        client's seed and index-selection noise from fresh OS entropy. An int
-        makes both a deterministic function of this value and the client's
-        clipped update, so that a rerun (e.g. a resumed run) reproduces the
-        same messages bit for bit. The seed then depends on the client's data
-        and is predictable by anyone who knows this value: the privacy
-        guarantee does not hold. Only for reproducibility tests.
+    `l2_clip` `None` encodes the update unclipped.
 
     Raises:
       TypeError: If an argument has the wrong type.
@@ -147,9 +104,10 @@ class DpRecSumFactory(tff.aggregators.UnweightedAggregationFactory):
     return self._insecure_test_seed
 
   def __repr__(self) -> str:
-    settings = [f'noise_stddev={self._noise_stddev!r}',
-                f'l2_clip={self._l2_clip!r}', f'bits={self._bits!r}',
-                f'grouping={self._grouping!r}']
+    settings = [f'noise_stddev={self._noise_stddev!r}']
+    if self._l2_clip is not None:
+      settings.append(f'l2_clip={self._l2_clip!r}')
+    settings += [f'bits={self._bits!r}', f'grouping={self._grouping!r}']
     if self._chunk_elements != rec.DEFAULT_CHUNK_ELEMENTS:
       settings.append(f'chunk_elements={self._chunk_elements!r}')
     if self.record_messages:
@@ -163,10 +121,6 @@ class DpRecSumFactory(tff.aggregators.UnweightedAggregationFactory):
     return self._noise_stddev
 
   @property
-  def l2_clip(self) -> Optional[float]:
-    return self._l2_clip
-
-  @property
   def bits(self) -> int:
     return self._bits
 
@@ -177,13 +131,6 @@ class DpRecSumFactory(tff.aggregators.UnweightedAggregationFactory):
   @property
   def record_messages(self) -> bool:
     return self._record_messages
-
-  @property
-  def clip_ratio(self) -> Optional[float]:
-    """c = l2_clip / noise_stddev, or `None` in compression-only mode."""
-    if self._l2_clip is None:
-      return None
-    return self._l2_clip / self._noise_stddev
 
   @property
   def chunk_elements(self) -> int:
@@ -209,20 +156,6 @@ class DpRecSumFactory(tff.aggregators.UnweightedAggregationFactory):
   def message_bits(self, value_type) -> int:
     """Returns the size in bits of one client message for `value_type`."""
     return self.layout(value_type).message_bits
-
-  def dp_event(self, value_type) -> accounting.DpRecEvent:
-    """Returns the `DpRecEvent` of one client's message.
-
-    Raises:
-      ValueError: In compression-only mode (`l2_clip=None`), which is not
-        private.
-    """
-    if self._l2_clip is None:
-      raise ValueError(
-          'Compression-only DP-REC (l2_clip=None) has no privacy guarantee.')
-    return accounting.DpRecEvent(
-        clip_ratio=self.clip_ratio, bits=self._bits,
-        num_groups=self.num_groups(value_type))
 
   def messages_sum_fn(self, value_type):
     """Returns a TF function: message matrix -> (sum, rejected count).
@@ -311,6 +244,126 @@ class DpRecSumFactory(tff.aggregators.UnweightedAggregationFactory):
       return _recording_message_aggregator(layout, self._noise_stddev)
     return _decoding_message_aggregator(value_type, layout,
                                         self._noise_stddev)
+
+
+class DpRecSumFactory(RecSumFactoryBase):
+  """Sums client updates privately compressed with DP-REC.
+
+  Each client clips its whole update to `l2_clip` in L2 norm, then encodes
+  it as `RecSumFactoryBase` says (fresh seed, one REC index per group); the
+  server decodes and sums the messages. Measurements and `record_messages`
+  as there.
+
+  This is the protocol of Triastcyn et al., "DP-REC: Private &
+  Communication-Efficient Federated Learning" (2021, Algorithms 3, 4 and 7),
+  but not its privacy analysis: the paper's Theorem 1 compares a draw that
+  misses a client with the prior, which does not hold when the server sees
+  every message (docs/PRIVACY.md, sections 5 and 6). The privacy proven for
+  this factory is that of what a client releases, the seed and its indices
+  (`dp_event()`, accounted by `tff_dprec.accounting.dp_rec_epsilon`): by
+  default a certified privacy loss distribution (`accounting='pld'`,
+  docs/PRIVACY.md, section 9), which holds for adding or removing one client
+  against observers who do not know who was sampled; against the server,
+  which picks the clients and sees their messages, each participation costs
+  the local epsilon (`tff_dprec.accounting.dp_rec_local_epsilon`,
+  docs/PRIVACY.md, section 3).
+
+  The clip is required: compression-only REC without clipping (the paper's
+  Appendix D.3 ablation, no privacy) is
+  `tff_dprec.aggregators.RecCompressionSumFactory`.
+
+  This is a sum. For `tff.learning`, use the mean around it,
+  `tff_dprec.learning.dp_rec_aggregator(...)`, with
+  `tff_dprec.learning.build_dp_rec_fed_avg` (or
+  `tff.learning.algorithms.build_unweighted_fed_avg`). `create` refuses a
+  weight type (`creation_guard`). What encloses it (a weighted
+  `tff.aggregators.MeanFactory` would send the weights in the clear; given
+  directly to `build_unweighted_fed_avg` the server would apply the sum of
+  the updates) is not visible to `create`: `tff_dprec.learning.
+  check_process` reads what the built process sends.
+  """
+
+  def __init__(self,
+               noise_stddev: float,
+               l2_clip: float,
+               bits: int = 7,
+               grouping: rec.Grouping = rec.GROUPING_TENSOR,
+               chunk_elements: int = rec.DEFAULT_CHUNK_ELEMENTS,
+               record_messages: bool = False,
+               insecure_test_seed: Optional[int] = None):
+    """Initializes the factory.
+
+    Args:
+      noise_stddev: The prior standard deviation s (the paper's sigma), in the
+        units of the update. Positive.
+      l2_clip: The L2 norm C to clip each client's whole update to. Positive
+        and required: the privacy guarantee depends on
+        c = l2_clip / noise_stddev.
+      bits: Index bits per group, in [1, 24]; K = 2**bits. Default 7 (the
+        paper's setting).
+      grouping: `'tensor'` (one index per tensor, default), `'network'` (one
+        index for the whole update) or a positive int G (each tensor split
+        into groups of at most G elements).
+      chunk_elements: Number of candidate elements generated at once on the
+        client; bounds client memory.
+      record_messages: Whether to report the round's messages in the
+        `messages` measurement (for `tff_dprec.history`) and sum them in a
+        canonical order. Default `False`. The accumulate step then appends
+        each message to a matrix, which copies O(n^2) message rows per round
+        of n clients: negligible up to thousands of clients per round.
+      insecure_test_seed: TESTS ONLY, NOT PRIVATE. `None` (default) draws the
+        client's seed and index-selection noise from fresh OS entropy. An int
+        makes both a deterministic function of this value and the client's
+        clipped update, so that a rerun (e.g. a resumed run) reproduces the
+        same messages bit for bit. The seed then depends on the client's data
+        and is predictable by anyone who knows this value: the privacy
+        guarantee does not hold. Only for reproducibility tests.
+
+    Raises:
+      TypeError: If an argument has the wrong type (`l2_clip=None` among
+        them).
+      ValueError: If an argument has an invalid value.
+    """
+    check_l2_clip(l2_clip, type(self).__name__)
+    super().__init__(noise_stddev, l2_clip=l2_clip, bits=bits,
+                     grouping=grouping, chunk_elements=chunk_elements,
+                     record_messages=record_messages,
+                     insecure_test_seed=insecure_test_seed)
+
+  @property
+  def l2_clip(self) -> float:
+    return self._l2_clip
+
+  @property
+  def clip_ratio(self) -> float:
+    """c = l2_clip / noise_stddev."""
+    return self._l2_clip / self._noise_stddev
+
+  def dp_event(self, value_type) -> accounting.DpRecEvent:
+    """Returns the `DpRecEvent` of one client's message."""
+    return accounting.DpRecEvent(
+        clip_ratio=self.clip_ratio, bits=self._bits,
+        num_groups=self.num_groups(value_type))
+
+
+def check_l2_clip(l2_clip, factory_name: str) -> None:
+  """Refuses a missing or non-positive clip of a private DP-REC factory.
+
+  Args:
+    l2_clip: The clip given to `factory_name`.
+    factory_name: The factory's class name, for the message.
+
+  Raises:
+    TypeError: If `l2_clip` is `None` or not a number.
+    ValueError: If `l2_clip` is not positive and finite.
+  """
+  if l2_clip is None:
+    raise TypeError(
+        f'l2_clip must be a positive number, found None: {factory_name} is '
+        'private only with a clip. Compression-only REC, without a clip and '
+        'without privacy, is tff_dprec.aggregators.RecCompressionSumFactory '
+        '(tff_dprec.learning.rec_compression_aggregator).')
+  validation.check_positive_number(l2_clip, 'l2_clip')
 
 
 def message_type(num_groups: int) -> tff.StructType:
@@ -459,7 +512,7 @@ def _check_value_type(value_type):
   if isinstance(value_type, tff.FederatedType) or not (
       isinstance(value_type, (tff.TensorType, tff.StructType))):
     raise TypeError(
-        'DpRecSumFactory can aggregate a tensor or a structure of tensors, '
+        'A REC sum can aggregate a tensor or a structure of tensors, '
         f'found {value_type!r}.')
   specs = tff.types.type_to_tf_tensor_specs(value_type)
   for spec in tf.nest.flatten(specs):
@@ -467,9 +520,9 @@ def _check_value_type(value_type):
       raise TypeError(f'Unsupported member type {spec!r} in {value_type!r}.')
     if not spec.dtype.is_floating:
       raise TypeError(
-          'DpRecSumFactory aggregates float tensors only, found dtype '
+          'A REC sum aggregates float tensors only, found dtype '
           f'{spec.dtype.name} in {value_type!r}.')
     if not spec.shape.is_fully_defined():
       raise TypeError(
-          f'DpRecSumFactory needs static shapes, found {spec.shape} in '
+          f'A REC sum needs static shapes, found {spec.shape} in '
           f'{value_type!r}.')

@@ -4,6 +4,9 @@
 K + d normals per group and client instead of K * d (`tff_dprec.in_law`),
 so that studies can afford DP-REC at thousands of clients per round. Its
 clients send their decoded updates as floats: it is not deployable.
+`DpRecInLawMeanFactory` is its mean, a type of its own (not a
+`DpRecMeanFactory`), so that `isinstance` tells a simulation from the
+protocol. Users reach both through `tff_dprec.simulation`.
 """
 
 import collections
@@ -19,6 +22,7 @@ from tff_dprec import message
 from tff_dprec import rec
 from tff_dprec.aggregators import creation_guard
 from tff_dprec.aggregators import dp_rec
+from tff_dprec.aggregators import dp_rec_mean
 
 
 class DpRecInLawSumFactory(tff.aggregators.UnweightedAggregationFactory):
@@ -51,7 +55,7 @@ class DpRecInLawSumFactory(tff.aggregators.UnweightedAggregationFactory):
 
   def __init__(self,
                noise_stddev: float,
-               l2_clip: Optional[float],
+               l2_clip: float,
                bits: int = 7,
                grouping: rec.Grouping = rec.GROUPING_TENSOR,
                insecure_test_seed: Optional[int] = None):
@@ -60,8 +64,8 @@ class DpRecInLawSumFactory(tff.aggregators.UnweightedAggregationFactory):
     Args:
       noise_stddev: The prior standard deviation s of the simulated DP-REC.
         Positive.
-      l2_clip: The L2 norm to clip each client's whole update to, or `None`
-        (compression-only REC, no privacy).
+      l2_clip: The L2 norm to clip each client's whole update to. Positive
+        and required, as in `DpRecSumFactory`.
       bits: Index bits per group of the simulated DP-REC, in [1, 24].
       grouping: `'tensor'`, `'network'` or a positive int G, as in
         `DpRecSumFactory`.
@@ -69,9 +73,11 @@ class DpRecInLawSumFactory(tff.aggregators.UnweightedAggregationFactory):
         function of this value and the client's clipped update.
 
     Raises:
-      TypeError: If an argument has the wrong type.
+      TypeError: If an argument has the wrong type (`l2_clip=None` among
+        them).
       ValueError: If an argument has an invalid value.
     """
+    dp_rec.check_l2_clip(l2_clip, type(self).__name__)
     self._protocol = dp_rec.DpRecSumFactory(
         noise_stddev=noise_stddev, l2_clip=l2_clip, bits=bits,
         grouping=grouping, insecure_test_seed=insecure_test_seed)
@@ -90,7 +96,7 @@ class DpRecInLawSumFactory(tff.aggregators.UnweightedAggregationFactory):
     return self._protocol.noise_stddev
 
   @property
-  def l2_clip(self) -> Optional[float]:
+  def l2_clip(self) -> float:
     return self._protocol.l2_clip
 
   @property
@@ -102,7 +108,7 @@ class DpRecInLawSumFactory(tff.aggregators.UnweightedAggregationFactory):
     return self._protocol.grouping
 
   @property
-  def clip_ratio(self) -> Optional[float]:
+  def clip_ratio(self) -> float:
     return self._protocol.clip_ratio
 
   @property
@@ -177,3 +183,19 @@ class DpRecInLawSumFactory(tff.aggregators.UnweightedAggregationFactory):
           count=tf.constant(1, tf.int32))
 
     return client_sample
+
+
+class DpRecInLawMeanFactory(dp_rec_mean.DpRecMeanBase):
+  """SIMULATION ONLY: the DP-REC mean over `DpRecInLawSumFactory`.
+
+  `DpRecInLawMeanFactory(sum_factory)` takes a `DpRecInLawSumFactory` and
+  refuses any other sum with a `TypeError`. It trains as
+  `DpRecMeanFactory` does in law and answers the same questions (`layout`,
+  `dp_event`, `epsilon`: those of the protocol it simulates), but its
+  clients send floats: it is not a `DpRecMeanFactory`, and
+  `tff_dprec.learning.check_process` reports its floats as client data
+  outside DP-REC. Measurements as `DpRecMeanBase`'s (`upload_bits`
+  analytic, no `messages`).
+  """
+
+  SUM_FACTORY = DpRecInLawSumFactory

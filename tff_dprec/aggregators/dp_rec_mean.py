@@ -3,7 +3,9 @@
 `DpRecMeanFactory` is what `tff.learning` takes as a model aggregator (see
 `tff_dprec.learning.dp_rec_aggregator`). It also answers the accounting
 questions about a model: its message layout, the `DpRecEvent` of one message
-and epsilon after a run.
+and epsilon after a run. `DpRecMeanBase` holds what it shares with the
+simulation's mean (`dp_rec_in_law.DpRecInLawMeanFactory`, not a
+`DpRecMeanFactory`).
 """
 
 import tensorflow_federated as tff
@@ -13,16 +15,17 @@ from tff_dprec.accounting import accountings
 from tff_dprec import message
 from tff_dprec.aggregators import creation_guard
 from tff_dprec.aggregators import dp_rec
-from tff_dprec.aggregators import dp_rec_in_law
 
 
-class DpRecMeanFactory(tff.aggregators.UnweightedMeanFactory):
-  """The unweighted mean of client updates, summed with DP-REC.
+class DpRecMeanBase(tff.aggregators.UnweightedMeanFactory):
+  """The unweighted mean of a DP-REC sum, with its layout and accounting.
 
-  A `tff.aggregators.UnweightedMeanFactory` whose value sum is a
-  `DpRecSumFactory` (the client count goes through TFF's `SumFactory`: it
-  is public, the number of messages). Measurements: `mean_value` (the
-  `DpRecSumFactory` measurements: `upload_bits`, `num_messages`,
+  Not used directly: `DpRecMeanFactory` (the protocol) and
+  `dp_rec_in_law.DpRecInLawMeanFactory` (SIMULATION ONLY) are the means.
+  A `tff.aggregators.UnweightedMeanFactory` whose value sum is the DP-REC
+  sum the subclass names in `SUM_FACTORY` (the client count goes through
+  TFF's `SumFactory`: it is public, the number of messages). Measurements:
+  `mean_value` (the sum's measurements: `upload_bits`, `num_messages`,
   `rejected_messages`, and `messages` with `record_messages=True`) and
   `mean_count`.
 
@@ -39,20 +42,25 @@ class DpRecMeanFactory(tff.aggregators.UnweightedMeanFactory):
   `tff_dprec.learning.build_dp_rec_fed_avg` builds it unwrapped.
   """
 
+  # The sum factory class the mean takes; set by each subclass.
+  SUM_FACTORY = None
+
   def __init__(self, sum_factory):
     """Initializes the mean.
 
     Args:
-      sum_factory: The `DpRecSumFactory` that sums the updates, or, for
-        simulations only, a `DpRecInLawSumFactory`.
+      sum_factory: The sum of the updates, a `SUM_FACTORY`.
 
     Raises:
-      TypeError: If `sum_factory` is neither.
+      TypeError: If `sum_factory` is not a `SUM_FACTORY` (or the mean is
+        this base class, which has none).
     """
-    if not isinstance(sum_factory, _SUM_FACTORIES):
-      raise TypeError(
-          'sum_factory must be a DpRecSumFactory or a DpRecInLawSumFactory, '
-          f'found {sum_factory!r}.')
+    if self.SUM_FACTORY is None:
+      raise TypeError('DpRecMeanBase is not used directly: use '
+                      'DpRecMeanFactory or DpRecInLawMeanFactory.')
+    if not isinstance(sum_factory, self.SUM_FACTORY):
+      raise TypeError(f'sum_factory must be a {self.SUM_FACTORY.__name__}, '
+                      f'found {sum_factory!r}.')
     super().__init__(value_sum_factory=sum_factory)
     self._sum_factory = sum_factory
 
@@ -74,11 +82,7 @@ class DpRecMeanFactory(tff.aggregators.UnweightedMeanFactory):
     return self._sum_factory.layout(update_type(model))
 
   def dp_event(self, model) -> accounting_lib.DpRecEvent:
-    """The `DpRecEvent` of one client's message for `model`.
-
-    Raises:
-      ValueError: In compression-only mode (`l2_clip=None`).
-    """
+    """The `DpRecEvent` of one client's message for `model`."""
     return self._sum_factory.dp_event(update_type(model))
 
   def epsilon(self, model, *, population: int, clients_per_round: int,
@@ -94,7 +98,7 @@ class DpRecMeanFactory(tff.aggregators.UnweightedMeanFactory):
     per round.
 
     Raises:
-      ValueError: In compression-only mode, or for invalid arguments.
+      ValueError: For invalid arguments.
       tff_dprec.accounting.OverheadExceedsDeltaError: Paper accounting only.
     """
     event = self.dp_event(model)
@@ -118,6 +122,19 @@ class DpRecMeanFactory(tff.aggregators.UnweightedMeanFactory):
     return super().create(value_type)
 
 
+class DpRecMeanFactory(DpRecMeanBase):
+  """The unweighted mean of client updates, summed with DP-REC.
+
+  The DP-REC protocol's mean: `DpRecMeanFactory(sum_factory)` takes a
+  `DpRecSumFactory`, whose clients send only messages, and refuses any other
+  sum with a `TypeError` (the simulation in law has its own mean,
+  `tff_dprec.simulation.DpRecInLawMeanFactory`). Measurements and
+  accounting as `DpRecMeanBase`'s.
+  """
+
+  SUM_FACTORY = dp_rec.DpRecSumFactory
+
+
 def update_type(model) -> tff.Type:
   """The TFF type of `model`'s update: its trainable weights' type.
 
@@ -128,7 +145,3 @@ def update_type(model) -> tff.Type:
   if isinstance(model, tff.Type):
     return model
   return tff.learning.models.weights_type_from_model(model).trainable
-
-
-_SUM_FACTORIES = (dp_rec.DpRecSumFactory,
-                  dp_rec_in_law.DpRecInLawSumFactory)
