@@ -2,6 +2,7 @@
 
 import collections
 import re
+from unittest import mock
 
 from absl.testing import parameterized
 import numpy as np
@@ -15,6 +16,7 @@ from tff_dprec import process_check
 from tff_dprec import simulation
 from tff_dprec.aggregators import dp_rec
 from tff_dprec.aggregators import dp_rec_mean
+from tff_dprec.plan import search as plan_search
 
 _INPUT_SPEC = (tf.TensorSpec([None, 3], tf.float32),
                tf.TensorSpec([None, 1], tf.float32))
@@ -123,6 +125,93 @@ class AggregatorTest(tf.test.TestCase, parameterized.TestCase):
             rejected_messages=np.int32)))
     # No client training metric leaves the clients.
     self.assertEmpty(metrics.client_work.train)
+
+
+class CalibratedAggregatorTest(tf.test.TestCase, parameterized.TestCase):
+  """`dp_rec_aggregator_for_epsilon`: one call to a target epsilon."""
+
+  _RUN = dict(population=100, clients_per_round=4, rounds=3)
+
+  def test_meets_the_target_with_the_largest_clip(self):
+    aggregator = learning.dp_rec_aggregator_for_epsilon(
+        1.0, model=_model_fn, noise_stddev=0.05, delta=1e-5, bits=7,
+        **self._RUN)
+    self.assertIsInstance(aggregator, dp_rec_mean.DpRecMeanFactory)
+    sum_factory = aggregator.sum_factory
+    self.assertEqual(sum_factory.bits, 7)
+    self.assertEqual(sum_factory.noise_stddev, 0.05)
+    c = sum_factory.clip_ratio
+    self.assertLessEqual(
+        aggregator.epsilon(_model_fn, delta=1e-5, **self._RUN), 1.0)
+    # The largest c: a clip 0.1% larger misses the target.
+    self.assertGreater(
+        accounting.dp_rec_epsilon(clip_ratio=1.001 * c, bits=7,
+                                  num_groups=4, delta=1e-5, **self._RUN),
+        1.0)
+
+  def test_bits_from_c_and_default_delta(self):
+    aggregator = learning.dp_rec_aggregator_for_epsilon(
+        1.0, model=_model_fn, noise_stddev=0.05, **self._RUN)
+    delta = accounting.default_delta(self._RUN['population'])
+    self.assertLessEqual(
+        aggregator.epsilon(_model_fn, delta=delta, **self._RUN), 1.0)
+    bits, c = aggregator.sum_factory.bits, aggregator.sum_factory.clip_ratio
+    # The fewest bits that meet the coding margin: one bit fewer misses it
+    # at this c, and so at its own (larger) calibrated c.
+    self.assertTrue(plan_search.margin_met(bits, c))
+    self.assertFalse(plan_search.margin_met(bits - 1, c))
+
+  def test_other_accounting_and_grouping(self):
+    aggregator = learning.dp_rec_aggregator_for_epsilon(
+        2.0, model=_model_fn, noise_stddev=0.1, delta=1e-5, bits=5,
+        grouping='network', accounting='rdp', **self._RUN)
+    self.assertEqual(aggregator.layout(_model_fn).num_groups, 1)
+    self.assertLessEqual(
+        aggregator.epsilon(_model_fn, delta=1e-5, accounting='rdp',
+                           **self._RUN), 2.0)
+
+  @parameterized.named_parameters(
+      ('target_zero', dict(target_epsilon=0.0), ValueError,
+       r'^target_epsilon must be positive, found 0\.0\.$'),
+      ('target_bool', dict(target_epsilon=True), TypeError,
+       'target_epsilon must be a number, found True'),
+      ('rounds_zero', dict(rounds=0), ValueError,
+       'rounds must be positive, found 0'),
+      ('population_float', dict(population=100.0), TypeError,
+       'population must be an int, found 100.0'),
+      ('more_draws_than_clients', dict(clients_per_round=101), ValueError,
+       'clients_per_round=101 exceeds population=100'),
+      ('noise_zero', dict(noise_stddev=0.0), ValueError,
+       'noise_stddev must be positive, found 0.0'),
+      ('delta_one', dict(delta=1.0), ValueError,
+       r'delta must be in \(0, 1\), found 1\.0'),
+      ('bits_zero', dict(bits=0), ValueError, 'bits must be in'),
+      ('accounting_unknown', dict(accounting='exact'), ValueError,
+       "accounting must be one of .*found 'exact'"),
+      ('grouping_unknown', dict(grouping='layer'), ValueError,
+       "grouping must be .*found 'layer'"),
+      ('record_int', dict(record_messages=1), TypeError,
+       'record_messages must be a bool'),
+      ('model_of_ints', dict(model=tff.TensorType(np.int32, [3])),
+       TypeError, 'float tensors only'),
+  )
+  def test_bad_arguments_are_refused_before_calibrating(self, override,
+                                                         error, regex):
+    kwargs = dict(target_epsilon=1.0, model=_model_fn, noise_stddev=0.05,
+                  **self._RUN)
+    kwargs.update(override)
+    with mock.patch.object(accounting, 'calibrate_clip_ratio') as calibrate:
+      with self.assertRaisesRegex(error, regex):
+        learning.dp_rec_aggregator_for_epsilon(**kwargs)
+    calibrate.assert_not_called()
+
+  def test_unreachable_target(self):
+    # Two clients, both drawn: even c = 1e-3 costs epsilon 0.09.
+    with self.assertRaisesRegex(accounting.TargetUnreachableError,
+                                'target'):
+      learning.dp_rec_aggregator_for_epsilon(
+          0.01, model=_model_fn, population=2, clients_per_round=2,
+          rounds=3, noise_stddev=0.05, delta=1e-5, bits=7)
 
 
 class WeightedUseTest(tf.test.TestCase):

@@ -24,7 +24,8 @@ _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _NOT_RUN = '# not run'
 # The documents whose snippets run, in order, and what each must show.
 _SNIPPETS = (('README.md', ('build_unweighted_fed_avg', '.epsilon(',
-                            'calibrate_clip_ratio', 'no_client_metrics')),
+                            'dp_rec_aggregator_for_epsilon',
+                            'no_client_metrics')),
              (os.path.join('docs', 'GUIDE.md'), ('learning.start_history',)))
 # The documents whose links must exist (the README's paths too).
 _LINKED = ('README.md', os.path.join('docs', 'GUIDE.md'),

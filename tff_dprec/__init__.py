@@ -7,6 +7,7 @@ planner and their CLIs start without TensorFlow; `aggregators`, `learning`,
 
 * `learning`: `dp_rec_aggregator(...)` for `tff.learning` (a
   `DpRecMeanFactory` that gives the layout, event and epsilon of a model),
+  `dp_rec_aggregator_for_epsilon(...)` (calibrated to a target epsilon),
   `rec_compression_aggregator(...)` (compression only, not private),
   `build_dp_rec_fed_avg(...)`, `check_process(...)`, `no_client_metrics`,
   history setup.

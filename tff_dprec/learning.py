@@ -10,6 +10,9 @@
   `tff.learning.algorithms.build_unweighted_fed_avg`, and ask it for the
   message layout, the `DpRecEvent` and epsilon of your own model
   (`layout(model)`, `dp_event(model)`, `epsilon(model, ...)`).
+* `dp_rec_aggregator_for_epsilon(target_epsilon, model=..., ...)`: the
+  same, with the clip calibrated so that epsilon meets the target (and the
+  bits chosen from it, as the planner does).
 * `rec_compression_aggregator(noise_stddev, ...)`: NOT PRIVATE, the mean of
   compression-only REC (the same messages from unclipped updates; a plain
   `tff.aggregators.UnweightedMeanFactory`).
@@ -49,19 +52,29 @@ update only. What is checked where:
 """
 
 import collections
+import math
 from typing import Any, Callable, Optional
 
 import numpy as np
 import tensorflow_federated as tff
 
+from tff_dprec import accounting as accounting_lib
 from tff_dprec import history
 from tff_dprec import message
 from tff_dprec import process_check
 from tff_dprec import rec
+from tff_dprec import validation
+from tff_dprec.accounting import accountings
+from tff_dprec.accounting import calibration
+from tff_dprec.accounting import events
 from tff_dprec.aggregators import dp_rec
 from tff_dprec.aggregators import dp_rec_in_law
 from tff_dprec.aggregators import dp_rec_mean
 from tff_dprec.aggregators import rec_compression
+from tff_dprec.plan import search as plan_search
+
+# Index bits per group where the caller gives none (the paper's setting).
+_DEFAULT_BITS = 7
 
 ClientUpload = process_check.ClientUpload
 UploadReport = process_check.UploadReport
@@ -85,7 +98,8 @@ def dp_rec_aggregator(
   (with `metrics_aggregator=no_client_metrics` for private training; check
   the process with `check_process`). Arguments as in `DpRecSumFactory`:
   `l2_clip` is required (for compression only, without privacy, use
-  `rec_compression_aggregator`). Measurements are nested under
+  `rec_compression_aggregator`); `dp_rec_aggregator_for_epsilon`
+  calibrates it to a target epsilon. Measurements are nested under
   `mean_value`.
 
   Raises:
@@ -96,6 +110,106 @@ def dp_rec_aggregator(
       grouping=grouping, chunk_elements=chunk_elements,
       record_messages=record_messages,
       insecure_test_seed=insecure_test_seed))
+
+
+def dp_rec_aggregator_for_epsilon(
+    target_epsilon: float,
+    *,
+    model,
+    population: int,
+    clients_per_round: int,
+    rounds: int,
+    noise_stddev: float,
+    delta: Optional[float] = None,
+    bits: Optional[int] = None,
+    grouping: rec.Grouping = rec.GROUPING_TENSOR,
+    accounting: str = accountings.DEFAULT_ACCOUNTING,
+    chunk_elements: int = rec.DEFAULT_CHUNK_ELEMENTS,
+    record_messages: bool = False,
+    insecure_test_seed: Optional[int] = None,
+) -> dp_rec_mean.DpRecMeanFactory:
+  """The DP-REC mean calibrated to `target_epsilon` for `model`, in one call.
+
+  Calibrates the clip ratio c = l2_clip / noise_stddev: the largest c
+  (`tff_dprec.accounting.calibrate_clip_ratio`, rounded down to 6
+  significant digits, as the planner does) whose epsilon after `rounds`
+  rounds of B = `clients_per_round` draws with replacement from N =
+  `population` clients, at `delta`, for the bits and groups of `model`'s
+  messages, is at most `target_epsilon`; then returns
+  `dp_rec_aggregator(noise_stddev, c * noise_stddev, bits, ...)`. Its
+  `epsilon(model, population=..., clients_per_round=..., rounds=...,
+  delta=..., accounting=...)` with these arguments is at most
+  `target_epsilon`; its `sum_factory` holds the `clip_ratio`, `l2_clip` and
+  `bits` chosen.
+
+  With `bits=None` (the default) the bits are chosen from c as
+  `python -m tff_dprec.plan` chooses them (`tff_dprec.plan.search.
+  auto_bits`): the fewest, at most `MAX_AUTO_BITS` = 8, whose 2**bits
+  candidates meet the coding margin bits ln 2 >= c^2 / 2 + 2 nats, c
+  calibrated at each width (c falls as the bits grow); when none meets it,
+  the largest width that calibrates.
+
+  Args:
+    target_epsilon: The epsilon to meet after `rounds` rounds. Positive.
+    model: A `tff.learning` model function or model, or the TFF type of the
+      update: its groups are counted.
+    population: N, the clients sampled from (at least 2).
+    clients_per_round: B, the draws per round (at most N).
+    rounds: T, the rounds of training. Positive.
+    noise_stddev: The prior standard deviation s (the units of the update;
+      the clip is c * s). Positive.
+    delta: The delta of the guarantee; `None` (default) is
+      `tff_dprec.accounting.default_delta(population)`, N^-1.1.
+    bits: Index bits per group, in [1, 24], or `None` to choose them from c.
+    grouping: As in `dp_rec_aggregator` (default `'tensor'`).
+    accounting: `'pld'` (default), `'rdp'` or `'paper'`, as in
+      `tff_dprec.accounting.dp_rec_epsilon`; pass the same to `epsilon`.
+    chunk_elements: As in `dp_rec_aggregator`.
+    record_messages: As in `dp_rec_aggregator`.
+    insecure_test_seed: TESTS ONLY, NOT PRIVATE, as in `dp_rec_aggregator`.
+
+  Returns:
+    The calibrated `DpRecMeanFactory`.
+
+  Raises:
+    TypeError, ValueError: For invalid arguments (checked before any
+      calibration).
+    tff_dprec.accounting.TargetUnreachableError: If no clip ratio in the
+      search range meets the target (at any bits tried).
+    tff_dprec.accounting.OverheadExceedsDeltaError: Paper accounting, if the
+      bits cannot reach `delta`.
+  """
+  validation.check_positive_number(target_epsilon, 'target_epsilon')
+  validation.check_positive_int(rounds, 'rounds')
+  events.draw_rate(population, clients_per_round)  # 2 <= N, 1 <= B <= N.
+  if delta is None:
+    delta = accounting_lib.default_delta(population)
+  validation.check_probability(delta, 'delta')
+  validation.check_choice(accounting, 'accounting', accountings.ACCOUNTINGS)
+  # Checks every other setting, and counts the groups (which do not depend
+  # on the bits).
+  num_groups = rec_compression.RecCompressionSumFactory(
+      noise_stddev, bits=_DEFAULT_BITS if bits is None else bits,
+      grouping=grouping, chunk_elements=chunk_elements,
+      record_messages=record_messages,
+      insecure_test_seed=insecure_test_seed).num_groups(
+          dp_rec_mean.update_type(model))
+
+  def clip_ratio_at(b):
+    return calibration.round_down(accounting_lib.calibrate_clip_ratio(
+        target_epsilon=target_epsilon, population=population,
+        clients_per_round=clients_per_round, rounds=rounds, delta=delta,
+        bits=b, num_groups=num_groups, accounting=accounting))
+
+  if bits is None:
+    bits, clip_ratio, _ = plan_search.auto_bits(clip_ratio_at)
+  else:
+    clip_ratio = clip_ratio_at(bits)
+  return dp_rec_aggregator(
+      noise_stddev, _clip_at_most(clip_ratio, noise_stddev), bits=bits,
+      grouping=grouping, chunk_elements=chunk_elements,
+      record_messages=record_messages,
+      insecure_test_seed=insecure_test_seed)
 
 
 def rec_compression_aggregator(
@@ -303,3 +417,14 @@ def round_messages(output) -> np.ndarray:
         'The round metrics carry no DP-REC messages; build the process with '
         'model_aggregator=dp_rec_aggregator(..., record_messages=True).'
     ) from e
+
+
+def _clip_at_most(clip_ratio: float, noise_stddev: float) -> float:
+  """The largest l2_clip near c * s whose l2_clip / s is at most c.
+
+  c * s / s can exceed c by a rounding; the calibrated c is the bound.
+  """
+  l2_clip = clip_ratio * noise_stddev
+  while l2_clip / noise_stddev > clip_ratio:
+    l2_clip = math.nextafter(l2_clip, 0.0)
+  return l2_clip
