@@ -19,7 +19,8 @@ $(STAMP): requirements.txt
 run: setup
 	$(PY) -m experiments.run --task=stackoverflow_lr
 
-# The timeout (TERM, then KILL a minute later) bounds the suite; TFF's
+# The timeout (TERM, then KILL a minute later) bounds the suite, and
+# pytest-timeout each test (pyproject.toml); TFF's
 # worker_binary processes die with pytest (tff_dprec/worker_reaper.py).
 # One pytest-xdist worker per core; most of the suite is single-threaded
 # TFF tracing and CLI subprocesses, so two workers on two cores take about

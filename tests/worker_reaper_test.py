@@ -1,7 +1,10 @@
 """Tests of tff_dprec/worker_reaper.py (TFF's local C++ workers)."""
 
 import gc
+import os
 import subprocess
+import sys
+import time
 import types
 
 import numpy as np
@@ -11,6 +14,8 @@ from tensorflow_federated.python.core.impl.executor_stacks import (
 
 from absl.testing import absltest
 from tff_dprec import worker_reaper
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 class StartPromptlyTest(absltest.TestCase):
@@ -91,6 +96,49 @@ class ReapTest(absltest.TestCase):
     self.assertIsNone(worker.poll())  # Not stopped, not waited for.
     worker_reaper.reap_context_workers()
     self.assertEqual(worker.wait(timeout=60), -9)
+
+class DeathSignalTest(absltest.TestCase):
+
+  def test_a_worker_dies_with_its_parent_and_no_preexec_fn_runs(self):
+    if not worker_reaper._death_signal_prefix():
+      self.skipTest('no setpriv: the atexit reaper alone stops workers')
+    # A parent process starts a long sleeper through the reaper, prints its
+    # pid, and is killed: the sleeper must die too.
+    code = ('import sys, time\n'
+            'from tff_dprec import worker_reaper\n'
+            "p = worker_reaper.start_worker(['sleep', '60'])\n"
+            'print(p.pid, flush=True)\n'
+            'time.sleep(60)\n')
+    parent = subprocess.Popen([sys.executable, '-c', code],
+                              stdout=subprocess.PIPE, text=True,
+                              env=dict(os.environ, PYTHONPATH=_ROOT))
+    try:
+      child = int(parent.stdout.readline())
+      self.assertTrue(_alive(child))
+    finally:
+      parent.kill()
+      parent.wait(timeout=30)
+    deadline = time.time() + 10
+    while _alive(child) and time.time() < deadline:
+      time.sleep(0.05)
+    self.assertFalse(_alive(child))
+
+  def test_popen_is_given_no_preexec_fn(self):
+    process = worker_reaper.start_worker(['true'])
+    process.wait(timeout=30)
+    self.assertEqual(process.args[:len(worker_reaper._death_signal_prefix())],
+                     list(worker_reaper._death_signal_prefix()))
+    self.assertEqual(process.args[-1], 'true')
+
+
+def _alive(pid) -> bool:
+  """Whether `pid` runs (a zombie, dead but not yet reaped, is not alive)."""
+  try:
+    with open(f'/proc/{pid}/stat') as f:
+      return f.read().split(') ')[1][0] != 'Z'
+  except FileNotFoundError:
+    return False
+
 
 if __name__ == '__main__':
   absltest.main()

@@ -20,14 +20,14 @@ TFF 0.87 (`executor_factory`, which starts the workers); TFF exports no hook.
 """
 
 import atexit
-import ctypes
+import functools
 import gc
 import os
+import shutil
 import signal
 import subprocess
 import types
 
-_PR_SET_PDEATHSIG = 1
 # How often TFF checks whether a worker it started is ready, and the gRPC
 # reconnect backoff of the channel to it (both a second in TFF 0.87).
 _READY_POLL_SECONDS = 0.02
@@ -40,32 +40,30 @@ _workers: list[subprocess.Popen] = []
 _own_workers: list[subprocess.Popen] = []
 
 
-def _die_with_parent():
-  """A `preexec_fn` that makes the child die with this process (or None).
+@functools.lru_cache(maxsize=1)
+def _death_signal_prefix() -> tuple:
+  """The command prefix that gives a child SIGKILL when this process dies.
 
-  libc is loaded here, in the parent: between fork and exec the child only
-  calls `prctl`, and exits at once if this process already died.
+  util-linux's `setpriv --pdeathsig` sets the parent-death signal and execs
+  the command. A `preexec_fn` would do it in Python between fork and exec,
+  which the subprocess docs warn is unsafe in a threaded process: a child
+  forked while another thread held a lock aborted there, and TFF waited for
+  its worker forever. Without `setpriv` (not Linux) the prefix is empty and
+  the atexit reaper alone stops the workers.
   """
-  try:
-    prctl = ctypes.CDLL('libc.so.6', use_errno=True).prctl
-  except OSError:  # Not Linux: fall back to the atexit reaper.
-    return None
-  parent = os.getpid()
-
-  def preexec():
-    prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != parent:
-      os._exit(1)  # pylint: disable=protected-access
-
-  return preexec
+  setpriv = shutil.which('setpriv')
+  if setpriv is None:
+    return ()
+  return (setpriv, '--pdeathsig', 'KILL', '--')
 
 
 class _Popen(subprocess.Popen):
   """`subprocess.Popen` that ties the child's life to this process."""
 
-  def __init__(self, *args, own=False, **kwargs):
-    kwargs.setdefault('preexec_fn', _die_with_parent())
-    super().__init__(*args, **kwargs)
+  def __init__(self, args, *rest, own=False, **kwargs):
+    if not isinstance(args, (str, bytes, os.PathLike)):
+      args = [*_death_signal_prefix(), *args]
+    super().__init__(args, *rest, **kwargs)
     (_own_workers if own else _workers).append(self)
 
 
