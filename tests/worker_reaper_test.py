@@ -83,6 +83,22 @@ class ReapTest(absltest.TestCase):
         # Killed; a tracer (py-spy) can delay its exit status a little.
         self.assertEqual(process.wait(timeout=60), -9)
 
+  def test_a_context_whose_worker_was_reaped_starts_another(self):
+    (first,) = self._compute_in_a_fresh_context(1)
+    worker_reaper.reap_context_workers()  # The context stays the default.
+    self.assertEqual(first.wait(timeout=60), -9)
+
+    @tff.tensorflow.computation(np.int32)
+    def add_two(x):
+      return x + 2
+
+    # TFF finds its service down and restarts it; the dead pid is not
+    # signalled (it raised ProcessLookupError, or could hit a reused pid).
+    self.assertEqual(add_two(1), 3)
+    (second,) = worker_reaper._workers
+    self.assertNotEqual(second.pid, first.pid)
+    self.assertIsNone(second.poll())
+
   def test_tffs_del_leaves_the_worker_to_the_reaper(self):
     # TFF's ServiceManager.__del__ would SIGINT its worker and wait (minutes
     # for a busy one); the reaper kills it instead, when asked.

@@ -38,6 +38,8 @@ _installed = False
 # Workers started by TFF's local contexts, and by `start_worker`.
 _workers: list[subprocess.Popen] = []
 _own_workers: list[subprocess.Popen] = []
+# Pids of workers killed and waited for here (`_OsShim`).
+_reaped_pids: set[int] = set()
 
 
 @functools.lru_cache(maxsize=1)
@@ -88,7 +90,29 @@ class _TffPopen(metaclass=_NoInstances):
   __class_getitem__ = classmethod(types.GenericAlias)
 
   def __new__(cls, *args, **kwargs):
-    return _Popen(*args, **kwargs)
+    process = _Popen(*args, **kwargs)
+    _reaped_pids.discard(process.pid)  # A pid the system gave out again.
+    return process
+
+
+class _OsShim:
+  """TFF's `os`: `kill` skips the workers this module killed and waited for.
+
+  A context whose worker was reaped (`reap_context_workers`, say before
+  another context ran) and which runs again finds its service down, and
+  TFF means to restart it: it signals the old worker, waits for it and
+  starts a new one. The old pid is gone (or, worse, reused by another
+  process), so that signal is skipped; the wait returns at once.
+  """
+
+  @staticmethod
+  def kill(pid, sig):
+    if pid in _reaped_pids:
+      return
+    os.kill(pid, sig)
+
+  def __getattr__(self, name):
+    return getattr(os, name)
 
 
 class _SubprocessShim:
@@ -120,6 +144,7 @@ def install() -> None:
   from tensorflow_federated.python.core.impl.executor_stacks import (
       executor_factory)
   executor_factory.subprocess = _SubprocessShim()
+  executor_factory.os = _OsShim()
   _start_promptly(executor_factory)
   atexit.register(_at_exit)
   _installed = True
@@ -186,3 +211,5 @@ def _kill_all(workers):
         process.wait(timeout=10)
       except (OSError, subprocess.TimeoutExpired):
         pass
+    if process.returncode is not None:
+      _reaped_pids.add(process.pid)
