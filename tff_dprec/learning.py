@@ -143,11 +143,7 @@ def dp_rec_aggregator_for_epsilon(
   `bits` chosen.
 
   With `bits=None` (the default) the bits are chosen from c as
-  `python -m tff_dprec.plan` chooses them (`tff_dprec.plan.search.
-  auto_bits`): the fewest, at most `MAX_AUTO_BITS` = 8, whose 2**bits
-  candidates meet the coding margin bits ln 2 >= c^2 / 2 + 2 nats, c
-  calibrated at each width (c falls as the bits grow); when none meets it,
-  the largest width that calibrates.
+  `python -m tff_dprec.plan` chooses them (`_calibrate`).
 
   Args:
     target_epsilon: The epsilon to meet after `rounds` rounds. Positive.
@@ -186,30 +182,51 @@ def dp_rec_aggregator_for_epsilon(
     delta = accounting_lib.default_delta(population)
   validation.check_probability(delta, 'delta')
   validation.check_choice(accounting, 'accounting', accountings.ACCOUNTINGS)
-  # Checks every other setting, and counts the groups (which do not depend
-  # on the bits).
-  num_groups = rec_compression.RecCompressionSumFactory(
-      noise_stddev, bits=_DEFAULT_BITS if bits is None else bits,
-      grouping=grouping, chunk_elements=chunk_elements,
-      record_messages=record_messages,
-      insecure_test_seed=insecure_test_seed).num_groups(
-          dp_rec_mean.update_type(model))
+  num_groups = _checked_num_groups(
+      model, noise_stddev, bits=bits, grouping=grouping,
+      chunk_elements=chunk_elements, record_messages=record_messages,
+      insecure_test_seed=insecure_test_seed)
 
-  def clip_ratio_at(b):
-    return calibration.round_down(accounting_lib.calibrate_clip_ratio(
-        target_epsilon=target_epsilon, population=population,
-        clients_per_round=clients_per_round, rounds=rounds, delta=delta,
-        bits=b, num_groups=num_groups, accounting=accounting))
-
-  if bits is None:
-    bits, clip_ratio, _ = plan_search.auto_bits(clip_ratio_at)
-  else:
-    clip_ratio = clip_ratio_at(bits)
+  bits, clip_ratio = _calibrate(
+      bits, target_epsilon=target_epsilon, population=population,
+      clients_per_round=clients_per_round, rounds=rounds, delta=delta,
+      num_groups=num_groups, accounting=accounting)
   return dp_rec_aggregator(
       noise_stddev, _clip_at_most(clip_ratio, noise_stddev), bits=bits,
       grouping=grouping, chunk_elements=chunk_elements,
       record_messages=record_messages,
       insecure_test_seed=insecure_test_seed)
+
+
+def _calibrate(bits, **federation):
+  """(bits, c): c calibrated at `bits`, or both chosen when bits is None.
+
+  c is `tff_dprec.accounting.calibrate_clip_ratio`'s, rounded down to 6
+  significant digits. With `bits=None` the bits are
+  `tff_dprec.plan.search.auto_bits`': the fewest, at most `MAX_AUTO_BITS` =
+  8, whose 2**bits candidates meet the coding margin bits ln 2 >= c^2 / 2 +
+  2 nats, c calibrated at each width (c falls as the bits grow); when none
+  meets it, the largest width that calibrates.
+  """
+
+  def clip_ratio_at(b):
+    return calibration.round_down(
+        accounting_lib.calibrate_clip_ratio(bits=b, **federation))
+
+  if bits is None:
+    bits, clip_ratio, _ = plan_search.auto_bits(clip_ratio_at)
+    return bits, clip_ratio
+  return bits, clip_ratio_at(bits)
+
+
+def _checked_num_groups(model, noise_stddev, *, bits, **settings) -> int:
+  """The groups of `model`'s messages; checks the coding settings.
+
+  The groups do not depend on the bits (checked here when given).
+  """
+  factory = rec_compression.RecCompressionSumFactory(
+      noise_stddev, bits=_DEFAULT_BITS if bits is None else bits, **settings)
+  return factory.num_groups(dp_rec_mean.update_type(model))
 
 
 def rec_compression_aggregator(
@@ -324,15 +341,7 @@ def build_dp_rec_fed_avg(
       outside DP-REC messages (a check of what TFF built: TFF 0.87 sends
       none there).
   """
-  simulated = isinstance(aggregator, dp_rec_in_law.DpRecInLawMeanFactory)
-  if not simulated and not isinstance(aggregator,
-                                      dp_rec_mean.DpRecMeanFactory):
-    raise TypeError(
-        'aggregator must be a DP-REC mean factory (a DpRecMeanFactory from '
-        'tff_dprec.learning.dp_rec_aggregator(...), or a '
-        'DpRecInLawMeanFactory from '
-        'tff_dprec.simulation.dp_rec_in_law_aggregator(...)), unwrapped, '
-        f'found {aggregator!r}.')
+  simulated = _is_simulation(aggregator)
   process = tff.learning.algorithms.build_unweighted_fed_avg(
       model_fn, client_optimizer_fn=client_optimizer_fn,
       server_optimizer_fn=server_optimizer_fn,
@@ -342,6 +351,24 @@ def build_dp_rec_fed_avg(
   if not simulated:
     check_process(process, strict=True)
   return process
+
+
+def _is_simulation(aggregator) -> bool:
+  """Whether `aggregator`, a DP-REC mean, is the simulation in law.
+
+  Raises:
+    TypeError: If it is neither DP-REC mean factory.
+  """
+  if isinstance(aggregator, dp_rec_in_law.DpRecInLawMeanFactory):
+    return True
+  if isinstance(aggregator, dp_rec_mean.DpRecMeanFactory):
+    return False
+  raise TypeError(
+      'aggregator must be a DP-REC mean factory (a DpRecMeanFactory from '
+      'tff_dprec.learning.dp_rec_aggregator(...), or a '
+      'DpRecInLawMeanFactory from '
+      'tff_dprec.simulation.dp_rec_in_law_aggregator(...)), unwrapped, '
+      f'found {aggregator!r}.')
 
 
 def start_history(process: tff.learning.templates.LearningProcess, *,
