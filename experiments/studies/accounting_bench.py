@@ -200,13 +200,11 @@ def child_planner_lines() -> dict:
   config = config.resolved(task)
   calibrated = run_setup.calibrate(task, config)
   start = time.perf_counter()
-  plan = planning.print_plan(task, config, calibrated['dp_rec'],
-                             print_fn=lambda line: None)
+  planning.print_plan(task, config, calibrated['dp_rec'],
+                      print_fn=lambda line: None)
   seconds = time.perf_counter() - start
   worker_reaper.reap()
-  return dict(seconds=seconds, break_even=(
-      plan.dp_rec.break_even.clients_per_round
-      if plan and plan.dp_rec.break_even else None))
+  return dict(seconds=seconds)
 
 
 def _run_child(root, *args):
