@@ -123,6 +123,19 @@ class LossPmfTest(parameterized.TestCase):
     np.testing.assert_array_equal(
         pmf.delta_for_epsilon([0.1, 800.0, math.inf]), [0.1, 0.1, 0.1])
 
+  def test_zero_mass_at_losses_whose_exponential_overflows(self):
+    # Losses down to -1000 with zero probability below -1 (as a
+    # composition's support): the walk past them adds nothing, no nan.
+    probs = np.zeros(10001)
+    probs[-21:] = 1.0 / 21  # Losses -1.0 to 1.0.
+    pmf = loss_pmf.LossPmf(0.1, -9990, probs, 0.0)
+    with np.errstate(invalid='raise', over='ignore'):
+      self.assertEqual(pmf.epsilon_for_delta(0.99), 0.0)
+      eps = pmf.epsilon_for_delta(0.1)
+    self.assertBetween(eps, 0.0, 1.0)
+    self.assertAlmostEqual(float(pmf.delta_for_epsilon(eps)[0]), 0.1,
+                           places=12)
+
   def test_pair_takes_the_larger_direction(self):
     lo, hi, remove, add = _profile(1.0, 0.02, 1e-3)
     pair = profile.pessimistic_pld(1e-3, lo, hi, remove, add)

@@ -131,7 +131,12 @@ class LossPmf:
       else:
         losses = np.cumsum(np.concatenate([[loss], steps]))[1:]
       uppers = np.cumsum(np.concatenate([[upper], p]))
-      lowers = np.cumsum(np.concatenate([[lower], np.exp(-losses) * p]))
+      # A loss of zero probability adds nothing, also where e^-l overflows
+      # (0 * inf would be nan).
+      with np.errstate(over='ignore', invalid='ignore'):
+        weighted = np.exp(-losses) * p
+      weighted[p == 0] = 0.0
+      lowers = np.cumsum(np.concatenate([[lower], weighted]))
       # Before adding loss k the sums are uppers[k], lowers[k].
       stop = _first_stop(uppers[:-1], lowers[:-1], losses, delta)
       # A loss so large that e^-l underflows: the answer is that loss.
