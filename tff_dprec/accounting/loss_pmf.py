@@ -158,8 +158,10 @@ class LossPmf:
     losses = self.losses()
     # Sums over losses above eps: suffix sums, as a function of eps.
     above_p = np.concatenate([np.cumsum(self.probs[::-1])[::-1], [0.0]])
-    above_q = np.concatenate([
-        np.cumsum((self.probs * np.exp(-losses))[::-1])[::-1], [0.0]])
+    with np.errstate(over='ignore', invalid='ignore'):
+      weighted = self.probs * np.exp(-losses)
+    weighted[self.probs == 0] = 0.0  # Not 0 * inf where e^-l overflows.
+    above_q = np.concatenate([np.cumsum(weighted[::-1])[::-1], [0.0]])
     first = np.searchsorted(losses, eps, side='right')
     # Beyond the last finite loss both sums are 0: no exp(eps) * 0 (NaN at
     # eps = +infinity, or above exp's range).
