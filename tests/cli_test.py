@@ -78,6 +78,14 @@ def _run(module, args):
   return code, out.getvalue(), err.getvalue()
 
 
+def _set_verbose(test, value):
+  """Sets the parsed --verbose flag (defined if need be) for one test."""
+  if 'verbose' not in flags.FLAGS:
+    cli.define_verbose_flag()
+  test.addCleanup(setattr, flags.FLAGS, 'verbose', flags.FLAGS.verbose)
+  flags.FLAGS.verbose = value
+
+
 class CliTest(tf.test.TestCase):
 
   def test_quiet_logs_unless_verbosity_is_given(self):
@@ -85,29 +93,28 @@ class CliTest(tf.test.TestCase):
     self.addCleanup(tf.get_logger().setLevel, tf.get_logger().level)
     logging.set_verbosity(logging.INFO)
     tf.get_logger().setLevel(python_logging.INFO)
-    with mock.patch.object(sys, 'argv', ['prog']):
-      cli.quiet_logs()
+    _set_verbose(self, False)
+    cli.quiet_logs()
     self.assertEqual(logging.get_verbosity(), logging.ERROR)
     self.assertEqual(tf.get_logger().level, python_logging.ERROR)
     logging.set_verbosity(logging.INFO)
-    with mock.patch.object(sys, 'argv', ['prog', '--verbose']):
-      cli.quiet_logs()  # --verbose: untouched.
+    _set_verbose(self, True)
+    cli.quiet_logs()  # --verbose: untouched.
     self.assertEqual(logging.get_verbosity(), logging.INFO)
+    _set_verbose(self, False)
     flags.FLAGS['verbosity'].present = 1
     self.addCleanup(setattr, flags.FLAGS['verbosity'], 'present', 0)
-    with mock.patch.object(sys, 'argv', ['prog']):
-      cli.quiet_logs()
+    cli.quiet_logs()
     self.assertEqual(logging.get_verbosity(), logging.INFO)
 
   def test_commands_log_errors_only_unless_verbose(self):
     self.addCleanup(logging.set_verbosity, logging.get_verbosity())
     seen = []
-    for argv, level in ((['prog'], logging.ERROR),
-                        (['prog', '--verbose'], logging.INFO)):
+    for verbose, level in ((False, logging.ERROR), (True, logging.INFO)):
       logging.set_verbosity(logging.INFO)  # What app.run leaves.
-      with mock.patch.object(sys, 'argv', argv):
-        cli.call_main(lambda _: seen.append(logging.get_verbosity()), argv)
-      self.assertEqual(seen[-1], level, argv)
+      _set_verbose(self, verbose)
+      cli.call_main(lambda _: seen.append(logging.get_verbosity()), ['prog'])
+      self.assertEqual(seen[-1], level, verbose)
 
   def test_fail_prints_one_line_and_exits_2(self):
     err = io.StringIO()

@@ -17,7 +17,6 @@ from absl import app
 from absl import flags
 from absl import logging
 
-from experiments.infra import quiet
 from experiments.runner import config as config_lib
 
 
@@ -136,10 +135,14 @@ def quiet_logs() -> None:
     tf.get_logger().setLevel('ERROR')
 
 
+def verbose_requested() -> bool:
+  """Whether the parsed --verbose flag (where the command defines it) is set."""
+  return 'verbose' in flags.FLAGS and bool(flags.FLAGS['verbose'].value)
+
+
 def _quiet_requested() -> bool:
   """Neither absl's --verbosity nor --verbose is on the command line."""
-  return not flags.FLAGS['verbosity'].present and not quiet.verbose_requested(
-      sys.argv)
+  return not flags.FLAGS['verbosity'].present and not verbose_requested()
 
 
 def fail(error) -> None:

@@ -41,7 +41,6 @@ from absl import app
 from absl import flags
 
 from experiments.infra import atomic_files
-from experiments.infra import quiet
 from experiments.runner import calibration_cache
 from experiments.runner import cli
 from experiments.runner import config as config_lib
@@ -196,7 +195,7 @@ class _Child:
   def __init__(self):
     # What it prints before it has a log (nothing, unless it fails).
     self._early = tempfile.TemporaryFile()
-    verbose = ['--verbose'] if quiet.verbose_requested(sys.argv) else []
+    verbose = ['--verbose'] if cli.verbose_requested() else []
     self.process = worker_reaper.start_worker(
         [sys.executable, '-m', 'experiments.runner.jobs'] + verbose,
         stdin=subprocess.PIPE, stdout=self._early, stderr=subprocess.STDOUT)
