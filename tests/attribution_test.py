@@ -144,7 +144,7 @@ class AttributionTest(tf.test.TestCase):
     by = {l['key']: l for l in table}
     self.assertLen(by['paper_dp_rec_eps3']['per_seed'], 5)
     self.assertLen(by['paper_dp_fedavg_eps3']['per_seed'], 3)
-    # The paper rows train at the sound epsilon of the paper's c.
+    # The paper rows train at the proven epsilon of the paper's c.
     self.assertEqual(by['paper_dp_rec_eps3']['spent_epsilon'], 6.15)
     self.assertEqual(by['paper_dp_fedavg_eps3']['spent_epsilon'], 3.0)
     with open(os.path.join(out, 'attribution.md')) as f:

@@ -13,7 +13,7 @@ class AuditTest(tf.test.TestCase):
     self.assertEqual(result['total_bits'], 4 * 7)
     # A clipped update at c = 2 is clearly distinguishable from zero...
     self.assertGreater(result['empirical_epsilon_lower_bound'], 1.0)
-    # ...but never beyond what the sound accountant allows.
+    # ...but never beyond what the proven accountant allows.
     self.assertLess(result['empirical_epsilon_lower_bound'],
                     result['accountant_epsilon'])
 

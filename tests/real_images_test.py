@@ -101,14 +101,14 @@ class RealImagesTest(parameterized.TestCase):
     self.assertEqual((rows[0].l2_clip, rows[1].noise_stddev,
                       rows[3].l2_clip), (0.01, 0.01, 0.01))
     # The paper's c with 7 bits per tensor, accounted (and budgeted) at its
-    # sound epsilon over these rounds.
+    # proven epsilon over these rounds.
     paper_row = rows[2]
     self.assertEqual((paper_row.clip_ratio, paper_row.bits), (0.545, 7))
-    sound = accounting.dp_rec_epsilon(
+    proven = accounting.dp_rec_epsilon(
         clip_ratio=0.545, population=100, clients_per_round=10, rounds=300,
         delta=100**-1.1, bits=7, num_groups=10)
-    self.assertGreaterEqual(paper_row.target_epsilon, sound)
-    self.assertLess(paper_row.target_epsilon, sound * 1.001)
+    self.assertGreaterEqual(paper_row.target_epsilon, proven)
+    self.assertLess(paper_row.target_epsilon, proven * 1.001)
     self.assertEqual([c.target_epsilon for c in rows[5:]],
                      [6.0, 6.0, rows[7].target_epsilon, 6.0])
     self.assertEqual(rows[7].clip_ratio, 0.87)

@@ -14,11 +14,11 @@ that stops early drops from the end):
    * the paper's parameters: DP-FedAvg at clip 0.01 and z = 3.8; DP-REC at
      sigma = 0.005 and c = 0.545, its bits chosen from c (4, not the
      paper's 7: a 7-bit round costs twice as long), accounted at what it
-     uses (its sound epsilon, above the paper's claim);
+     uses (its proven epsilon, above the paper's claim);
    * DP-REC's exact-sample control (`registry.EXACT_SAMPLE`: each drawn client
      an exact sample of N(clipped update, sigma^2 I), DP-REC's sampling) at
-     the paper row's sigma and c, and at the sound row's;
-   * sound and tight rows at epsilon 3: DP-FedAvg (PLD), DP-REC (PLD, bits
+     the paper row's sigma and c, and at the proven row's;
+   * proven and tight rows at epsilon 3: DP-FedAvg (PLD), DP-REC (PLD, bits
      from c), DDGauss16 (its authors' RDP), the DP-FedAvg (RDP) reference
      for DDGauss, FedAvg. Their free parameters are the 300-round study's
      validation choices (`results/fashion_mnist`: DP-FedAvg's clip 0.005,
@@ -26,7 +26,7 @@ that stops early drops from the end):
      1,000 rounds on validation against their grid neighbours (block
      `neighbours`, one seed per setting).
 2. The paper's parameters at epsilon 6 (z = 2.15, c = 0.87).
-3. The sound rows at epsilon 6.
+3. The proven rows at epsilon 6.
 
 Within a block the rows train seed by seed (every row's first seed, then
 every row's second, ...), so a budget cut leaves every row with runs; with

@@ -52,7 +52,7 @@ def summarize(rows, records_by_row) -> list[dict]:
 
 
 def _paper_metric(row):
-  if row.kind not in ('paper', 'sound') or row.aggregator == 'ddgauss16':
+  if row.kind not in ('paper', 'proven') or row.aggregator == 'ddgauss16':
     return None
   method = paper.DP_FEDAVG if row.aggregator == 'dp_fedavg' else paper.DP_REC
   return rows_lib.paper_value('metric', method, row.epsilon)
@@ -76,11 +76,11 @@ def comparisons(eps) -> list[tuple]:
   return [
       ("DP-REC - DP-FedAvg, the paper's parameters",
        f'paper_dp_rec_{tag}', f'paper_dp_fedavg_{tag}', paper_gap),
-      ('DP-REC - DP-FedAvg, sound and tight', f'dp_rec_{tag}',
+      ('DP-REC - DP-FedAvg, proven and tight', f'dp_rec_{tag}',
        f'dp_fedavg_{tag}', paper_gap),
       ("DP-REC - its exact-sample control, the paper's c (REC's cost under "
        'noise)', f'paper_dp_rec_{tag}', f'exact_paper_{tag}', None),
-      ('DP-REC - its exact-sample control, the sound c (REC\'s cost under '
+      ('DP-REC - its exact-sample control, the proven c (REC\'s cost under '
        'noise)', f'dp_rec_{tag}', f'exact_sound_{tag}', None),
       ('DDGauss16 - DP-FedAvg (RDP): the mechanism and its subsampling '
        'bound', f'ddgauss16_{tag}', f'dp_fedavg_rdp_{tag}', None),
@@ -100,7 +100,7 @@ def gaps(table) -> list[dict]:
 
 
 def reference_gap(reference_dir) -> Optional[dict]:
-  """The 300-round study's sound DP-REC - DP-FedAvg at epsilon 3, from its
+  """The 300-round study's proven DP-REC - DP-FedAvg at epsilon 3, from its
   records under `reference_dir` (None where they are not there)."""
   import glob  # pylint: disable=g-import-not-at-top
   import json  # pylint: disable=g-import-not-at-top
@@ -126,21 +126,21 @@ def attribution(table, reference) -> list[str]:
   what is left against the paper's gap; REC's own cost beside it."""
   by = {g['name']: g for g in gaps(table) if g['epsilon'] == 3.0}
   names = [c[0] for c in comparisons(3.0)]
-  paper_gap, sound, rec_paper, rec_sound = (
+  paper_gap, proven, rec_paper, rec_sound = (
       by.get(names[0]), by.get(names[1]), by.get(names[2]), by.get(names[3]))
   lines = []
   fmt = lambda g: _points(g['gap'], g['se'])
   if reference is not None:
-    lines.append(f'* 300 rounds, sound and tight: {fmt(reference)}.')
-  if reference is not None and sound is not None:
+    lines.append(f'* 300 rounds, proven and tight: {fmt(reference)}.')
+  if reference is not None and proven is not None:
     lines.append(
-        '* Run length (1,000 rounds against 300, both sound): '
-        f"{100 * (sound['gap'] - reference['gap']):+.2f} points "
-        f"(to {fmt(sound)}).")
-  if sound is not None and paper_gap is not None:
+        '* Run length (1,000 rounds against 300, both proven): '
+        f"{100 * (proven['gap'] - reference['gap']):+.2f} points "
+        f"(to {fmt(proven)}).")
+  if proven is not None and paper_gap is not None:
     lines.append(
-        "* Accounting (the paper's parameters against sound, tight ones, "
-        f"1,000 rounds): {100 * (paper_gap['gap'] - sound['gap']):+.2f} "
+        "* Accounting (the paper's parameters against proven, tight ones, "
+        f"1,000 rounds): {100 * (paper_gap['gap'] - proven['gap']):+.2f} "
         f"points (to {fmt(paper_gap)}).")
   if paper_gap is not None:
     lines.append(
@@ -148,7 +148,7 @@ def attribution(table, reference) -> list[str]:
         f"({paper_gap['paper_gap']:+.1f}): "
         f"{100 * paper_gap['gap'] - paper_gap['paper_gap']:+.2f} points "
         '(data: Fashion-MNIST, not MNIST; seeds; the rest).')
-  for g, c in ((rec_paper, "the paper's c"), (rec_sound, 'the sound c')):
+  for g, c in ((rec_paper, "the paper's c"), (rec_sound, 'the proven c')):
     if g is not None:
       lines.append(f'* REC against exact samples at {c}: {fmt(g)} (the '
                    'part that would be a defect of the coding).')
@@ -254,7 +254,7 @@ def write(output_dir, table, records_by_row, neighbours, reference,
   return [md, path, png]
 
 
-_STYLE = {'paper': '-', 'sound': '-', 'reference': '-.', 'control': ':',
+_STYLE = {'paper': '-', 'proven': '-', 'reference': '-.', 'control': ':',
           'nonprivate': '--'}
 
 

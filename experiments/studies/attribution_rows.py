@@ -3,7 +3,7 @@
 The rows and blocks are described in `experiments.studies.attribution`.
 `all_rows` lists them in training order; `row_config` is a row's run
 configuration, in its own folder; `targets` gives each row's target
-epsilon (a paper-c row is charged the sound epsilon of the paper's c).
+epsilon (a paper-c row is charged the proven epsilon of the paper's c).
 """
 
 import dataclasses
@@ -38,14 +38,14 @@ class Row:
   """One table row: what it trains, at which target, and how it is named.
 
   `epsilon` is the epsilon the row is meant to have (the paper's claim for
-  a paper row, the calibration target for a sound one; None for FedAvg).
-  A paper DP-REC row and its control train at the sound epsilon of the
+  a paper row, the calibration target for a proven one; None for FedAvg).
+  A paper DP-REC row and its control train at the proven epsilon of the
   paper's c (`target`), which the accountant then charges.
   """
   key: str
   aggregator: str
   label: str
-  kind: str  # 'paper', 'sound', 'reference', 'control' or 'nonprivate'.
+  kind: str  # 'paper', 'proven', 'reference', 'control' or 'nonprivate'.
   epsilon: Optional[float]
   setting: dict
   seeds: int
@@ -73,7 +73,7 @@ def _paper_rows(eps, block) -> list[Row]:
       Row(f'paper_dp_fedavg_{tag}', 'dp_fedavg', "DP-FedAvg, paper's z",
           'paper', eps, fedavg, OTHER_SEEDS, 'PLD', block),
       Row(f'paper_dp_rec_{tag}', 'dp_rec', "DP-REC, paper's c", 'paper', eps,
-          rec, REC_SEEDS, 'PLD (sound, bits from c)', block)]
+          rec, REC_SEEDS, 'PLD (proven, bits from c)', block)]
 
 
 def _exact_rows(eps, block) -> list[Row]:
@@ -85,7 +85,7 @@ def _exact_rows(eps, block) -> list[Row]:
           "DP-REC's exact-sample control at the paper's c", 'control', eps,
           rec, REC_SEEDS, '-', block),
       Row(f'exact_sound_{tag}', registry.EXACT_SAMPLE,
-          "DP-REC's exact-sample control at the sound c", 'control', eps,
+          "DP-REC's exact-sample control at the proven c", 'control', eps,
           dict(noise_stddev=CHOSEN_SIGMA), REC_SEEDS, '-', block)]
 
 
@@ -93,12 +93,12 @@ def _sound_rows(eps, block, reference: bool) -> list[Row]:
   tag = f'eps{eps:g}'
   clip = dict(l2_clip=CHOSEN_CLIP)
   rows = [
-      Row(f'dp_fedavg_{tag}', 'dp_fedavg', 'DP-FedAvg', 'sound', eps, clip,
+      Row(f'dp_fedavg_{tag}', 'dp_fedavg', 'DP-FedAvg', 'proven', eps, clip,
           OTHER_SEEDS, 'PLD', block),
-      Row(f'dp_rec_{tag}', 'dp_rec', 'DP-REC', 'sound', eps,
+      Row(f'dp_rec_{tag}', 'dp_rec', 'DP-REC', 'proven', eps,
           dict(noise_stddev=CHOSEN_SIGMA), REC_SEEDS, 'PLD (bits from c)',
           block),
-      Row(f'ddgauss16_{tag}', 'ddgauss16', 'DDGauss16', 'sound', eps, clip,
+      Row(f'ddgauss16_{tag}', 'ddgauss16', 'DDGauss16', 'proven', eps, clip,
           OTHER_SEEDS, 'RDP', block)]
   if reference:
     rows.append(Row(f'dp_fedavg_rdp_{tag}', 'dp_fedavg', 'DP-FedAvg (RDP)',
@@ -137,7 +137,7 @@ def row_config(base, row: Row, target_epsilon: float, seed: int = 0,
 
 
 def sound_epsilon_of_c(task, base) -> callable:
-  """c -> DP-REC's sound (PLD) epsilon at c, with the bits chosen from c,
+  """c -> DP-REC's proven (PLD) epsilon at c, with the bits chosen from c,
   over the study's rounds: what the paper-c rows are accounted at."""
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
   from tff_dprec import accounting  # pylint: disable=g-import-not-at-top

@@ -16,7 +16,7 @@ thresholds. The reverse direction ({T < t}, roles swapped) is tested too.
 Audit mode only: shared seeds and selection seeds come from a seeded NumPy
 generator so that the audit is reproducible; the aggregator never does this.
 The lower bound must stay below the accountant's local epsilon
-(`tff_dprec.accounting.dp_rec_local_epsilon`, sound accounting).
+(`tff_dprec.accounting.dp_rec_local_epsilon`, proven accounting).
 """
 
 import math
@@ -42,7 +42,7 @@ def run_audit(*, dim: int = 16, clip_ratio: float = 2.0, bits: int = 7,
   value[0] = clip_ratio * s
 
   # A grouped release: `groups` groups of `bits` bits, accounted with the
-  # sound accounting (docs/PRIVACY.md). The statistic only needs group 0's
+  # proven accounting (docs/PRIVACY.md). The statistic only needs group 0's
   # candidate, which carries the whole update (the worst split).
   bounds = rec.split_groups([dim], -(-dim // groups))
   total_bits = bits * len(bounds)

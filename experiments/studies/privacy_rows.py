@@ -47,7 +47,7 @@ def dp_rec_privacy_cells(task, epsilon, c, calibrate) -> list:
        f'M = {groups} groups x {bits} bits as one index of {bits * groups} '
        'bits; for M > 1 this rests on an unproven step (docs/PRIVACY.md '
        's. 6). '),
-      ('RDP accounting (sound, docs/PRIVACY.md s. 2-3)',
+      ('RDP accounting (proven, docs/PRIVACY.md s. 2-3)',
        dict(bits=bits, num_groups=groups, accounting='rdp'),
        f'{groups} groups x {bits} bits; what it bounds and assumes: '
        'docs/PRIVACY.md. '),

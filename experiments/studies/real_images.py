@@ -21,7 +21,7 @@ levels). Rows, in the order they train (cheapest decisions first):
    (PLD; DP-REC picks its bits from c), each with its no-noise control.
 3. DP-REC at the paper's c = 0.545 (7 bits per tensor, the paper's): the
    paper's Theorem 1 calls that epsilon 3 (unproven for groups,
-   docs/PRIVACY.md); the row shows that claim and the sound epsilon at that
+   docs/PRIVACY.md); the row shows that claim and the proven epsilon at that
    c, which is what its run is accounted at.
 4. DDGauss16 at epsilon 3 (RDP, DP-FedAvg's chosen clip), with its control.
 5. FedAvg.
@@ -94,7 +94,7 @@ def rows_for(chosen: dict, sound_paper_epsilon) -> list[Row]:
         Row('dp_rec_paper_c', 'dp_rec', sound_paper_epsilon(c), dict(
             clip_ratio=c, bits=aggregator_builders.PAPER_BITS),
             f"DP-REC at the paper's c = {c}",
-            'PLD (sound) at the paper\'s c', paper_epsilon=eps),
+            'PLD (proven) at the paper\'s c', paper_epsilon=eps),
         Row('ddgauss16', 'ddgauss16', eps, ddgauss, 'DDGauss16', 'RDP',
             controls=first)]
     if first:
@@ -211,7 +211,7 @@ def read_row(base, row: Row) -> tuple:
 
 
 def paper_c_epsilons(task, base) -> callable:
-  """c -> the sound (PLD) epsilon of DP-REC at c, 7 bits per tensor, at
+  """c -> the proven (PLD) epsilon of DP-REC at c, 7 bits per tensor, at
   the run's rounds; and the paper-mode epsilon, for the table."""
   import warnings  # pylint: disable=g-import-not-at-top
   from experiments.runner import run_setup  # pylint: disable=g-import-not-at-top
@@ -461,11 +461,11 @@ def plot_curves(path, results) -> None:
 
 
 def _curve_label(row: Row, control: bool) -> str:
-  """A curve's legend entry; a paper-c row names the sound epsilon it spends."""
+  """A curve's legend entry; a paper-c row names its proven epsilon."""
   if control:
     return row.label + ' (no noise)'
   if row.paper_epsilon is not None:
-    return f'{row.label} (sound epsilon {row.epsilon:.3g})'
+    return f'{row.label} (proven epsilon {row.epsilon:.3g})'
   return row.label
 
 

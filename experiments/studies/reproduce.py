@@ -14,7 +14,7 @@ Parts (the default is all four):
 * privacy: for every DP-REC and DP-FedAvg setting of the paper's Appendix C,
   epsilon at the paper's c (DP-REC) or z (DP-FedAvg) under the paper's
   accounting (Theorem 1 with total_bits = M b; the classic RDP conversion)
-  and under the library's default (sound, b bits in each of M groups;
+  and under the library's default (proven, b bits in each of M groups;
   dp_accounting's conversion), and the c or z calibrated to the paper's
   epsilon under both. DDGauss: the noise multiplier our accountant calibrates
   at Kairouz et al.'s settings; their own noise is not published.
@@ -38,7 +38,7 @@ Parts (the default is all four):
 
 * attribution (opt-in, not in the default): Table 1's MNIST row
   attributed, on real Fashion-MNIST at the paper's 1,000 rounds: the
-  paper's parameters beside sound, tight ones, DP-REC's exact-sample
+  paper's parameters beside proven, tight ones, DP-REC's exact-sample
   control, the DP-FedAvg (RDP) reference for DDGauss
   (`experiments.studies.attribution`; `--jobs` runs side by side; about
   6 hours on 2 cores, resumable): writes attribution.md, .csv and its

@@ -20,7 +20,7 @@ run on this machine.
   - bit width (the paper's Figure 2): DP-REC's clip ratio c is calibrated
     for epsilon 3 at 7 bits (the paper's setting) and then kept fixed, so the
     Renyi bound of the Gaussian it approximates is fixed, as in the paper;
-    each width gets its own (sound) epsilon, computed for 1 to `max(EPSILON_
+    each width gets its own (proven) epsilon, computed for 1 to `max(EPSILON_
     BITS)` bits and trained for `BITS`.
   - local DP (the paper's Section 5): at central epsilon 1 and 3, DP-REC's
     epsilon of one participation without amplification (its local epsilon)

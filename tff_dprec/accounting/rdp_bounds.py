@@ -28,7 +28,7 @@ PAPER_ORDERS = tuple(
 
 def sound_rdp(q: float, clip_ratio: float, bits: int, num_groups: int,
               orders: Sequence[int]) -> np.ndarray:
-  """RDP of one DP-REC client draw with probability q (sound accounting).
+  """RDP of one DP-REC client draw with probability q (proven accounting).
 
   q = 1 (a known participant's message against the message of the same
   client with no data, update 0): eps(a) = max of the two directions of
