@@ -75,8 +75,16 @@ def config_from_flags():
       downlink=_DOWNLINK.value, verify_clients=_VERIFY_CLIENTS.value,
       resume=_RESUME.value, insecure_test_seed=_INSECURE_TEST_SEED.value,
       workers=_WORKERS.value, jobs=jobs_from_flags(),
-      accounting=_ACCOUNTING.value,
+      accounting=_accounting_from_flag(),
       population=parse_population(_POPULATION.value))
+
+
+def _accounting_from_flag() -> str:
+  """--accounting, an earlier name mapped to today's with a `note:` line."""
+  value = _ACCOUNTING.value
+  if value in accountings.RENAMED:
+    print('note: ' + accountings.renamed_notice(value, '--accounting'))
+  return accountings.renamed(value)
 
 
 def jobs_from_flags() -> int:
@@ -231,10 +239,10 @@ def _define_privacy_flags():
   _DELTA = flags.DEFINE_float('delta', None, 'Delta (default N^-1.1).')
   _ACCOUNTING = flags.DEFINE_enum(
       'accounting', accountings.DEFAULT_ACCOUNTING,
-      list(accountings.ACCOUNTINGS),
-      "Privacy accounting of DP-REC and DP-FedAvg: 'pld' (default: the "
-      "smaller of the certified PLD and RDP epsilons), 'rdp' (the RDP "
-      "epsilon), both "
+      list(accountings.ACCOUNTINGS) + list(accountings.RENAMED),
+      "Privacy accounting of DP-REC and DP-FedAvg: 'min_pld_rdp' (default: "
+      "the smaller of the certified PLD and RDP epsilons; 'pld' is its "
+      "earlier name), 'rdp' (the RDP epsilon), both "
       "proven (docs/PRIVACY.md); or, for DP-REC, 'paper' (the paper's "
       "Theorem 1, unproven for grouped messages; DP-FedAvg then uses RDP). "
       "DDGauss has an RDP accountant only.")

@@ -16,7 +16,7 @@ from tff_dprec import accounting
 from tff_dprec.accounting import base_accountant
 from tff_dprec.accounting import rdp_bounds
 
-_MODES = ('pld', 'rdp', 'paper')
+_MODES = ('min_pld_rdp', 'rdp', 'paper')
 # A small federation; the paper's accounting needs many index bits.
 _FEDERATION = dict(population=4000, clients_per_round=40)
 _ROUND = dict(_FEDERATION, clip_ratio=1.0, bits=4, num_groups=1)
@@ -121,14 +121,14 @@ class DpRecEventsTest(parameterized.TestCase):
     self.assertEqual(accountant.get_epsilon(_DELTA), 0.0)
 
   def test_a_round_is_its_draws(self):
-    # The Renyi accountant's state: T B draws, each sound_rdp at q = 1/N.
+    # The Renyi accountant's state: T B draws, each proven_rdp at q = 1/N.
     accountant = accounting.make_dp_rec_accountant(accounting='rdp')
     accountant.compose(_round('rdp'), 3)
-    per_draw = rdp_bounds.sound_rdp(1 / 4000, 1.0, 4, 1,
-                                    np.asarray(rdp_bounds.SOUND_ORDERS))
+    per_draw = rdp_bounds.proven_rdp(1 / 4000, 1.0, 4, 1,
+                                    np.asarray(rdp_bounds.PROVEN_ORDERS))
     np.testing.assert_array_equal(accountant.rdp, 3 * 40 * per_draw)
 
-  @parameterized.parameters('pld', 'rdp')
+  @parameterized.parameters('min_pld_rdp', 'rdp')
   def test_a_release_alone_is_a_known_participant(self, mode):
     # No amplification: more than a draw of the same message.
     release = accounting.make_dp_rec_accountant(accounting=mode)
@@ -139,7 +139,7 @@ class DpRecEventsTest(parameterized.TestCase):
                        draw.get_epsilon(_DELTA))
 
   def test_zero_clip_ratio_releases_nothing(self):
-    for mode in ('pld', 'rdp'):
+    for mode in ('min_pld_rdp', 'rdp'):
       accountant = accounting.make_dp_rec_accountant(accounting=mode)
       accountant.compose(accounting.DpRecRoundEvent(
           **{**_ROUND, 'clip_ratio': 0.0}), 10)
@@ -200,7 +200,7 @@ class BadArgumentsTest(parameterized.TestCase):
 class CompositionInStepsTest(parameterized.TestCase):
   """Composing round by round leaves the state of one composition."""
 
-  @parameterized.parameters('pld', 'rdp')
+  @parameterized.parameters('min_pld_rdp', 'rdp')
   def test_round_by_round_equals_one_composition(self, mode):
     stepped = accounting.make_dp_rec_accountant(accounting=mode)
     self.assertTrue(stepped.composes_exactly)
@@ -211,7 +211,7 @@ class CompositionInStepsTest(parameterized.TestCase):
       self.assertEqual(stepped.get_epsilon(_DELTA), once.get_epsilon(_DELTA))
       np.testing.assert_array_equal(stepped.rdp, once.rdp)
 
-  @parameterized.parameters('pld', 'rdp')
+  @parameterized.parameters('min_pld_rdp', 'rdp')
   def test_every_form_of_the_same_rounds_agrees(self, mode):
     event = _round(mode)
     forms = (
@@ -228,7 +228,7 @@ class CompositionInStepsTest(parameterized.TestCase):
       epsilons.append(accountant.get_epsilon(_DELTA))
     self.assertEqual(epsilons, [epsilons[0]] * len(forms))
 
-  @parameterized.parameters('pld', 'rdp')
+  @parameterized.parameters('min_pld_rdp', 'rdp')
   def test_mixed_kinds_in_steps(self, mode):
     # Rounds, a known participant's release, more rounds: the state of the
     # rounds composed at once, then the release.

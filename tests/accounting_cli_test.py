@@ -37,11 +37,22 @@ class CliTest(parameterized.TestCase):
   def test_dp_rec_pld_is_default(self):
     out = _run(['--mechanism=dp_rec', *_SO, '--clip_ratio=1.227',
                 '--bits=7', '--num_groups=6'])
-    self.assertIn('accounting=pld', out)
+    self.assertIn('accounting=min_pld_rdp', out)
     eps = float(re.search(r'epsilon=([0-9.]+)', out).group(1))
     self.assertAlmostEqual(eps, accounting.dp_rec_epsilon(
         clip_ratio=1.227, population=342477, clients_per_round=60,
         rounds=1500, delta=342477**-1.1, bits=7, num_groups=6), delta=1e-5)
+
+  def test_the_earlier_name_pld_prints_a_note_and_the_same_epsilon(self):
+    args = ['--mechanism=dp_rec', *_SO, '--clip_ratio=1.227', '--bits=7',
+            '--num_groups=6']
+    today = _run(args)
+    earlier = _run(args + ['--accounting=pld'])
+    note, rest = earlier.split('\n', 1)
+    self.assertEqual(note, "note: --accounting='pld' is now 'min_pld_rdp', "
+                     'the same accounting under a name that says what it '
+                     'returns (the smaller of the PLD and RDP epsilons).')
+    self.assertEqual(rest, today)
 
   def test_paper_grouped_prints_warning(self):
     out = _run(['--mechanism=dp_rec', *_SO, '--clip_ratio=1.227', '--bits=8',
@@ -95,8 +106,8 @@ class BadInputTest(parameterized.TestCase):
        'error: --mechanism=dp_rec needs --bits, --num_groups'),
       ('accounting_for_another_mechanism',
        ['--mechanism=dp_fedavg', '--noise_multiplier=1', '--accounting=paper'],
-       "error: --accounting=paper is for dp_rec; dp_fedavg takes 'pld' or "
-       "'rdp'."),
+       "error: --accounting=paper is for dp_rec; dp_fedavg takes "
+       "'min_pld_rdp' or 'rdp'."),
       ('unexpected_argument', ['--mechanism=dp_rec', '--clip_ratio=1',
                                '--bits=7', '--num_groups=6', 'extra'],
        "error: Unexpected arguments: ['extra']"))

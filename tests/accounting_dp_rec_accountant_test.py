@@ -19,7 +19,7 @@ class DpRecAccountantTest(parameterized.TestCase):
   accounting."""
 
   @parameterized.parameters(
-      ('pld', accounting.DpRecPldAccountant),
+      ('min_pld_rdp', accounting.DpRecPldAccountant),
       ('rdp', accounting.DpRecRdpAccountant),
       ('paper', accounting.DpRecPaperAccountant))
   def test_chooses_the_class(self, name, cls):
@@ -33,7 +33,29 @@ class DpRecAccountantTest(parameterized.TestCase):
     self.assertIsInstance(accounting.make_dp_rec_accountant(),
                           accounting.DpRecPldAccountant)
 
-  @parameterized.parameters('pld', 'rdp', 'paper')
+  def test_the_earlier_name_pld_is_the_same_accounting(self):
+    common = dict(population=1000, clients_per_round=10, rounds=5,
+                  delta=1e-5, bits=4, num_groups=1)
+    with self.assertWarns(accounting.RenamedAccountingWarning):
+      earlier = accounting.dp_rec_epsilon(clip_ratio=1.0, accounting='pld',
+                                          **common)
+    self.assertEqual(earlier, accounting.dp_rec_epsilon(clip_ratio=1.0,
+                                                        **common))
+    with self.assertWarns(accounting.RenamedAccountingWarning):
+      c = accounting.calibrate_clip_ratio(target_epsilon=1.0,
+                                          accounting='pld', **common)
+    self.assertEqual(c, accounting.calibrate_clip_ratio(target_epsilon=1.0,
+                                                        **common))
+    fedavg = dict(noise_multiplier=1.0, population=1000,
+                  clients_per_round=10, rounds=5, delta=1e-5)
+    with self.assertWarns(accounting.RenamedAccountingWarning):
+      z_eps = accounting.dp_fedavg_epsilon(accounting='pld', **fedavg)
+    self.assertEqual(z_eps, accounting.dp_fedavg_epsilon(**fedavg))
+    with self.assertWarns(accounting.RenamedAccountingWarning):
+      self.assertIsInstance(accounting.make_dp_rec_accountant(
+          accounting='pld'), accounting.DpRecPldAccountant)
+
+  @parameterized.parameters('min_pld_rdp', 'rdp', 'paper')
   def test_same_epsilon_as_the_class(self, name):
     event = accounting.dp_rec_round_event(
         clip_ratio=1.0, total_bits=40, population=1000,
@@ -47,7 +69,7 @@ class DpRecAccountantTest(parameterized.TestCase):
 
 class AccountantContractTest(parameterized.TestCase):
 
-  @parameterized.parameters('pld', 'rdp', 'paper')
+  @parameterized.parameters('min_pld_rdp', 'rdp', 'paper')
   def test_no_op_and_empty_accountant(self, mode):
     accountant = accounting.make_dp_rec_accountant(accounting=mode)
     self.assertEqual(accountant.get_epsilon(1e-5), 0.0)
@@ -71,7 +93,7 @@ class AccountantContractTest(parameterized.TestCase):
       accounting.calibrate_clip_ratio(target_epsilon=1.0, bits=7,
                                       num_groups=2, **common)
 
-  @parameterized.parameters('pld', 'rdp', 'paper')
+  @parameterized.parameters('min_pld_rdp', 'rdp', 'paper')
   def test_non_private(self, mode):
     accountant = accounting.make_dp_rec_accountant(accounting=mode)
     accountant.compose(dp_accounting.NonPrivateDpEvent())
@@ -103,7 +125,7 @@ class AccountantContractTest(parameterized.TestCase):
     self.assertTrue(accountant.supports(event))
     self.assertEqual(accountant.get_epsilon(1e-5), 0.0)
 
-  @parameterized.parameters('pld', 'rdp', 'paper')
+  @parameterized.parameters('min_pld_rdp', 'rdp', 'paper')
   def test_composition_equals_self_composition(self, mode):
     event = accounting.dp_rec_round_event(clip_ratio=1.0, total_bits=40,
                                           population=100, clients_per_round=5)

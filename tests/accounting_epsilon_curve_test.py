@@ -56,7 +56,7 @@ class EpsilonCurveTest(parameterized.TestCase):
       self.assertEqual(curve.epsilon(3), accounting.dp_rec_epsilon(
           rounds=3, accounting='rdp', **kwargs))
 
-  @parameterized.parameters(('pld', 1), ('rdp', 1), ('paper', 4))
+  @parameterized.parameters(('min_pld_rdp', 1), ('rdp', 1), ('paper', 4))
   def test_composes_each_round_into_one_accountant(self, mode, accountants):
     # The exact accountings compose each new round into the accountant
     # they keep; the paper's (composition in steps not exact) starts again.

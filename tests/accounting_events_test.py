@@ -154,7 +154,7 @@ class RatesTest(parameterized.TestCase):
 class ResolveBitsTest(parameterized.TestCase):
 
   @parameterized.parameters(
-      ('pld', 7, 3, None, (7, 3)), ('rdp', 7, 3, None, (7, 3)),
+      ('min_pld_rdp', 7, 3, None, (7, 3)), ('rdp', 7, 3, None, (7, 3)),
       ('paper', 7, 3, None, (7, 3)), ('paper', None, None, 70, (70, 1)))
   def test_resolves(self, mode, bits, groups, total_bits, expected):
     self.assertEqual(events.resolve_bits(mode, bits, groups, total_bits),
@@ -162,10 +162,11 @@ class ResolveBitsTest(parameterized.TestCase):
 
   @parameterized.named_parameters(
       ('accounting', ('exact', 7, 3, None), "accounting.*'exact'"),
-      ('total_bits_not_paper', ('pld', None, None, 70), r'total_bits.*70'),
+      ('total_bits_not_paper', ('min_pld_rdp', None, None, 70),
+       r'total_bits.*70'),
       ('both', ('paper', 7, 3, 70), r'total_bits.*70'),
-      ('missing', ('pld', 7, None, None), r'num_groups.*None'),
-      ('bits_zero', ('pld', 0, 3, None), 'bits'),
+      ('missing', ('min_pld_rdp', 7, None, None), r'num_groups.*None'),
+      ('bits_zero', ('min_pld_rdp', 0, 3, None), 'bits'),
   )
   def test_bad_arguments(self, args, message):
     with self.assertRaisesRegex(ValueError, message):

@@ -64,9 +64,9 @@ def uses_worst_pair(kind, args) -> bool:
   11); local epsilons use the pair (P_v, P_0) and do not.
   """
   if kind == 'dp_rec_epsilon':
-    return args[2] == 1 and args[6] == 'pld'
+    return args[2] == 1 and args[6] == 'min_pld_rdp'
   if kind == 'clip_ratio':
-    return args[3] == 1 and args[4] == 'pld'
+    return args[3] == 1 and args[4] == 'min_pld_rdp'
   if kind == 'dp_rec_rounds':
     return args[2] == 1
   if kind == 'plan':
@@ -178,19 +178,21 @@ def cases():
   """[(kind, args)] of the table."""
   out = []
   for c, bits, groups, n, b, t in DP_REC_SETTINGS:
-    for kind in ('pld', 'rdp'):
+    for kind in ('min_pld_rdp', 'rdp'):
       out.append(('dp_rec_epsilon', [c, bits, groups, n, b, t, kind]))
   out += [('paper_epsilon', list(s)) for s in PAPER_SETTINGS]
   out += [('local_epsilon', [c, bits, groups, kind])
-          for c, bits, groups in LOCAL_SETTINGS for kind in ('pld', 'rdp')]
+          for c, bits, groups in LOCAL_SETTINGS
+          for kind in ('min_pld_rdp', 'rdp')]
   main_bits = planner_bits(MAIN, 1.0, 1)
   fmnist_bits = planner_bits(FMNIST, 3.0, FMNIST_GROUPS)
-  out += [('clip_ratio', [MAIN, 1.0, main_bits, 1, 'pld']),
+  out += [('clip_ratio', [MAIN, 1.0, main_bits, 1, 'min_pld_rdp']),
           ('clip_ratio', [MAIN, 1.0, main_bits, 1, 'rdp']),
-          ('clip_ratio', [FMNIST, 3.0, fmnist_bits, FMNIST_GROUPS, 'pld'])]
-  out += [('dp_fedavg_noise', [MAIN, 1.0, 'pld']),
+          ('clip_ratio',
+           [FMNIST, 3.0, fmnist_bits, FMNIST_GROUPS, 'min_pld_rdp'])]
+  out += [('dp_fedavg_noise', [MAIN, 1.0, 'min_pld_rdp']),
           ('dp_fedavg_noise', [MAIN, 1.0, 'rdp']),
-          ('dp_fedavg_noise', [FMNIST, 3.0, 'pld']),
+          ('dp_fedavg_noise', [FMNIST, 3.0, 'min_pld_rdp']),
           ('ddgauss_noise', [MAIN, 1.0, MAIN_DIMENSION]),
           ('ddgauss_noise', [FMNIST, 3.0, FMNIST_DIMENSION])]
   out += [('plan', dict(s)) for s in PLAN_SETTINGS]

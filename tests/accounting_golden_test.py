@@ -142,7 +142,7 @@ class HelperTest(parameterized.TestCase):
       (UP, 1.0, 1.0 - 1e-6), (UP, 2.0, 1.0), (DOWN, 1.0, 1.0 + 1e-6),
       (DOWN, 0.5, 0.7), (EQUAL, 1.0, 1.0 + 1e-6), (EQUAL, 1.0, 1.0 - 1e-6),
       (UP, 1.0, math.nan), (UP, math.inf, 1e300), (EQUAL, 3, 4),
-      (EQUAL, True, False), (EQUAL, None, 0.0), (EQUAL, 'pld', 'rdp'),
+      (EQUAL, True, False), (EQUAL, None, 0.0), (EQUAL, 'min_pld_rdp', 'rdp'),
       (EQUAL, 1, True))
   def test_refuses(self, direction, golden, value):
     self.assertFalse(not_less_private(direction, golden, value))

@@ -20,10 +20,10 @@ class RdpAccountantTest(parameterized.TestCase):
     c, bits, groups, delta = 1.0, 7, 4, 1e-5
     forward, reverse = channel.message_rdp(
         clip_ratio=c * (1 + 2.0**-20), bits=bits, num_groups=groups,
-        orders=rdp_bounds.SOUND_ORDERS)
+        orders=rdp_bounds.PROVEN_ORDERS)
     from dp_accounting.rdp import rdp_privacy_accountant  # pylint: disable=g-import-not-at-top
     expected = rdp_privacy_accountant.compute_epsilon(
-        np.asarray(rdp_bounds.SOUND_ORDERS, float),
+        np.asarray(rdp_bounds.PROVEN_ORDERS, float),
         np.maximum(forward, reverse), delta)[0]
     eps = accounting.dp_rec_local_epsilon(clip_ratio=c, delta=delta,
                                           bits=bits, num_groups=groups)
@@ -31,8 +31,8 @@ class RdpAccountantTest(parameterized.TestCase):
 
   def test_round_uses_zhu_wang_per_draw(self):
     c, bits, groups, n, b = 1.0, 7, 3, 500, 5
-    orders = np.asarray(rdp_bounds.SOUND_ORDERS)
-    per_draw = rdp_bounds.sound_rdp(1 / n, c, bits, groups, orders)
+    orders = np.asarray(rdp_bounds.PROVEN_ORDERS)
+    per_draw = rdp_bounds.proven_rdp(1 / n, c, bits, groups, orders)
     accountant = accounting.make_dp_rec_accountant()
     accountant.compose(accounting.dp_rec_round_event(
         clip_ratio=c, bits=bits, num_groups=groups, population=n,

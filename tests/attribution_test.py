@@ -95,7 +95,7 @@ class AttributionTest(tf.test.TestCase):
     self.enter_context(mock.patch.object(tasks_lib, 'create_task',
                                          lambda *a, **k: task))
     self.enter_context(mock.patch.object(
-        attribution_rows, 'sound_epsilon_of_c',
+        attribution_rows, 'proven_epsilon_of_c',
         lambda task, base: lambda c: 6.15))
 
   def test_trains_block_by_block_and_seed_by_seed(self):

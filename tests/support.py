@@ -214,7 +214,7 @@ def dp_rec_rdp_for_pld():
   real = dp_rec_accountant.make_dp_rec_accountant
 
   def rdp_for_pld(accounting=accountings.DEFAULT_ACCOUNTING, **kwargs):
-    if accounting == accountings.PLD:
+    if accounting == accountings.MIN_PLD_RDP:
       accounting = accountings.RDP
     return real(accounting=accounting, **kwargs)
 

@@ -15,6 +15,7 @@ from experiments.runner import training
 from experiments.runner import run_setup
 from experiments.studies import epsilon_sweep
 from experiments.studies import tuning
+from tff_dprec.accounting import accountings
 
 
 class TuneGridTest(tf.test.TestCase):
@@ -202,6 +203,26 @@ class TuneReuseTest(tf.test.TestCase):
         dict(base=old_style), tuning.base_fingerprint(
             config_lib.RunConfig(**{**base.asdict(), 'rounds': 7}))))
     self.assertFalse(tuning.ran_under({}, tuning.base_fingerprint(base)))
+
+
+  def test_results_stored_under_the_earlier_accounting_name_are_reused(self):
+    # Tuning results written when the default accounting was named 'pld'
+    # (the same accounting as 'min_pld_rdp') ran under today's default.
+    base = config_lib.RunConfig(task='stackoverflow_lr',
+                                aggregators=('dp_fedavg',), rounds=5)
+    self.assertEqual(base.accounting, 'min_pld_rdp')
+    stored = dict(tuning.base_fingerprint(base), accounting='pld')
+    self.assertTrue(tuning.ran_under(dict(base=stored),
+                                     tuning.base_fingerprint(base)))
+    rdp = config_lib.RunConfig(**{**base.asdict(), 'accounting': 'rdp'})
+    self.assertFalse(tuning.ran_under(dict(base=stored),
+                                      tuning.base_fingerprint(rdp)))
+
+  def test_a_config_given_the_earlier_accounting_name_holds_todays(self):
+    with self.assertWarns(accountings.RenamedAccountingWarning):
+      config = config_lib.RunConfig(task='stackoverflow_lr',
+                                    aggregators=('dp_rec',), accounting='pld')
+    self.assertEqual(config.accounting, 'min_pld_rdp')
 
 
 class StoredResultsTest(tf.test.TestCase):

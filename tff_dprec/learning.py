@@ -158,7 +158,7 @@ def dp_rec_aggregator_for_epsilon(
       `tff_dprec.accounting.default_delta(population)`, N^-1.1.
     bits: Index bits per group, in [1, 24], or `None` to choose them from c.
     grouping: As in `dp_rec_aggregator` (default `'tensor'`).
-    accounting: `'pld'` (default), `'rdp'` or `'paper'`, as in
+    accounting: `'min_pld_rdp'` (default), `'rdp'` or `'paper'`, as in
       `tff_dprec.accounting.dp_rec_epsilon`; pass the same to `epsilon`.
     chunk_elements: As in `dp_rec_aggregator`.
     record_messages: As in `dp_rec_aggregator`.
@@ -181,7 +181,7 @@ def dp_rec_aggregator_for_epsilon(
   if delta is None:
     delta = accounting_lib.default_delta(population)
   validation.check_probability(delta, 'delta')
-  validation.check_choice(accounting, 'accounting', accountings.ACCOUNTINGS)
+  accounting = accountings.resolve(accounting)
   num_groups = _checked_num_groups(
       model, noise_stddev, bits=bits, grouping=grouping,
       chunk_elements=chunk_elements, record_messages=record_messages,

@@ -39,7 +39,7 @@ class AggregatorSetting:
   noise_multiplier: Optional[float] = None  # DP-FedAvg: fixed, not calibrated.
   clip_ratio: Optional[float] = None  # DP-REC: fixed, not calibrated.
   record_messages: bool = False
-  accounting: str = 'pld'
+  accounting: str = 'min_pld_rdp'
   insecure_test_seed: Optional[int] = None
 
   @property
@@ -110,11 +110,20 @@ def _rec_bits(spec, s, calibrated_c):
 WORST_PAIR_SUFFIX = '+worst_pair'
 
 
+# A record's accounting label names the accountant that produced it:
+# `DpRecPldAccountant` ('dp_rec_pld', under accounting='min_pld_rdp', which
+# has returned the smaller of its PLD and RDP epsilons from the start),
+# `DpRecRdpAccountant` ('dp_rec_rdp') or the paper's ('dp_rec_paper').
+_ACCOUNTANT_LABELS = {accountings.MIN_PLD_RDP: 'dp_rec_pld',
+                      accountings.RDP: 'dp_rec_rdp',
+                      accountings.PAPER: 'dp_rec_paper'}
+
+
 def accounting_label(accounting, clip_ratio, bits, num_groups):
-  """The record's 'accounting': 'dp_rec_<accounting>', marked for step 3."""
+  """The record's 'accounting': its accountant's label, marked for step 3."""
   from tff_dprec.accounting import message_profile  # pylint: disable=g-import-not-at-top
-  label = f'dp_rec_{accounting}'
-  if accounting == accountings.PLD and message_profile.uses_worst_pair(
+  label = _ACCOUNTANT_LABELS[accounting]
+  if accounting == accountings.MIN_PLD_RDP and message_profile.uses_worst_pair(
       clip_ratio=clip_ratio, bits=bits, num_groups=num_groups):
     label += WORST_PAIR_SUFFIX
   return label
@@ -308,12 +317,13 @@ def build_dp_fedavg_rdp(spec, s):
 
 def _proven(name):
   """DP-REC's local epsilon: the proven accounting ('paper' has none)."""
-  return accountings.PLD if name == accountings.PAPER else name
+  return accountings.MIN_PLD_RDP if name == accountings.PAPER else name
 
 
 def _fedavg_accounting(name):
-  """DP-FedAvg's accountant: PLD with 'pld', RDP with the others."""
-  return accountings.PLD if name == accountings.PLD else accountings.RDP
+  """DP-FedAvg's accountant: PLD with 'min_pld_rdp', RDP with the others."""
+  return (accountings.MIN_PLD_RDP if name == accountings.MIN_PLD_RDP
+          else accountings.RDP)
 
 
 def build_fedavg(spec, s):

@@ -215,6 +215,9 @@ class RunConfig:
       raise ValueError(f'population={self.population!r} applies to the '
                        'embedded stackoverflow_lr data only, not to '
                        f'task={self.task!r}.')
+    if self.accounting in accountings.RENAMED:  # Frozen: set once, here.
+      object.__setattr__(self, 'accounting',
+                         accountings.resolve(self.accounting))
     if self.accounting not in accountings.ACCOUNTINGS:
       raise ValueError('accounting must be one of '
                        f'{accountings.ACCOUNTINGS}, found '

@@ -44,7 +44,7 @@ class CachedCalibrations(plan_lib.Calibrations):
     common = dict(population=fed.population,
                   clients_per_round=clients_per_round, delta=fed.delta)
     message = dict(bits=bits, num_groups=num_groups,
-                   accounting=accountings.PLD)
+                   accounting=accountings.MIN_PLD_RDP)
     return calibration.round_down(calibration_cache.calibrate(
         'dp_rec_clip_ratio', accounting.calibrate_clip_ratio,
         lambda c: accounting.dp_rec_epsilon(

@@ -101,8 +101,8 @@ def build(name: str, **setting) -> builders.CalibratedAggregator:
   at most `target_epsilon` at `delta`. `record_messages` makes the REC-based
   aggregators report their messages (for history downlinks);
   `insecure_test_seed` (tests only, not private) makes their messages
-  deterministic. `accounting` is DP-REC's (`'pld'`, `'rdp'` or
-  `'paper'`) and DP-FedAvg's (`'pld'`, or RDP otherwise).
+  deterministic. `accounting` is DP-REC's (`'min_pld_rdp'`, `'rdp'` or
+  `'paper'`) and DP-FedAvg's (`'min_pld_rdp'`, or RDP otherwise).
 
   Raises:
     ValueError: For an unknown aggregator.

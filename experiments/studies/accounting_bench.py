@@ -145,7 +145,7 @@ def child_calibration(name: str) -> dict:
   epsilon = dp_rec_accountant.dp_rec_epsilon
 
   def counted(**kwargs):
-    evaluations.append(kwargs.get('accounting', 'pld'))
+    evaluations.append(kwargs.get('accounting', 'min_pld_rdp'))
     return epsilon(**kwargs)
 
   dp_rec_accountant.dp_rec_epsilon = counted
@@ -158,7 +158,7 @@ def child_calibration(name: str) -> dict:
   phases['search and the rest'] = total - sum(phases.values())
   return dict(total=total, phases=phases, clip_ratio=c,
               evaluations=len(evaluations),
-              pld_evaluations=evaluations.count('pld'))
+              pld_evaluations=evaluations.count('min_pld_rdp'))
 
 
 def child_rounds(sample: int) -> dict:

@@ -72,7 +72,7 @@ def run(output_dir: str, data_dir: str = 'data_cache',
   base = rows_lib.base_config(output_dir, data_dir, rounds, jobs)
   log(f'[attribution] {task.data_note}')
   rows = rows_lib.all_rows()
-  target = rows_lib.targets(rows, rows_lib.sound_epsilon_of_c(task, base))
+  target = rows_lib.targets(rows, rows_lib.proven_epsilon_of_c(task, base))
   if not report_only:
     schedule.train(base, rows, target, log)
   records_by_row = schedule.finished_records(

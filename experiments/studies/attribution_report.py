@@ -126,7 +126,7 @@ def attribution(table, reference) -> list[str]:
   what is left against the paper's gap; REC's own cost beside it."""
   by = {g['name']: g for g in gaps(table) if g['epsilon'] == 3.0}
   names = [c[0] for c in comparisons(3.0)]
-  paper_gap, proven, rec_paper, rec_sound = (
+  paper_gap, proven, rec_paper, rec_proven = (
       by.get(names[0]), by.get(names[1]), by.get(names[2]), by.get(names[3]))
   lines = []
   fmt = lambda g: _points(g['gap'], g['se'])
@@ -148,7 +148,7 @@ def attribution(table, reference) -> list[str]:
         f"({paper_gap['paper_gap']:+.1f}): "
         f"{100 * paper_gap['gap'] - paper_gap['paper_gap']:+.2f} points "
         '(data: Fashion-MNIST, not MNIST; seeds; the rest).')
-  for g, c in ((rec_paper, "the paper's c"), (rec_sound, 'the proven c')):
+  for g, c in ((rec_paper, "the paper's c"), (rec_proven, 'the proven c')):
     if g is not None:
       lines.append(f'* REC against exact samples at {c}: {fmt(g)} (the '
                    'part that would be a defect of the coding).')

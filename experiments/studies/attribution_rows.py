@@ -30,6 +30,9 @@ CHOSEN_CLIP = 0.005  # DP-FedAvg's clip; DDGauss16 takes it too.
 CHOSEN_SIGMA = 0.0025  # DP-REC's prior sigma.
 NEIGHBOURS = {'dp_fedavg': ('l2_clip', (0.0025, 0.005, 0.01)),
               'dp_rec': ('noise_stddev', (0.00125, 0.0025, 0.005))}
+# The proven rows' block and control names keep their earlier word 'sound'
+# ('eps6_sound', 'exact_sound_<tag>'): they name the committed records'
+# directories (results/attribution/).
 BLOCKS = ('eps3', 'neighbours', 'eps6_paper', 'eps6_sound')
 
 
@@ -89,7 +92,7 @@ def _exact_rows(eps, block) -> list[Row]:
           dict(noise_stddev=CHOSEN_SIGMA), REC_SEEDS, '-', block)]
 
 
-def _sound_rows(eps, block, reference: bool) -> list[Row]:
+def _proven_rows(eps, block, reference: bool) -> list[Row]:
   tag = f'eps{eps:g}'
   clip = dict(l2_clip=CHOSEN_CLIP)
   rows = [
@@ -110,11 +113,11 @@ def _sound_rows(eps, block, reference: bool) -> list[Row]:
 def all_rows() -> list[Row]:
   """Every row, in training order (module doc)."""
   return (_paper_rows(3.0, 'eps3') + _exact_rows(3.0, 'eps3') +
-          _sound_rows(3.0, 'eps3', reference=True) +
+          _proven_rows(3.0, 'eps3', reference=True) +
           [Row('fedavg', 'fedavg', 'FedAvg', 'nonprivate', None, {},
                OTHER_SEEDS, '-', 'eps3')] +
           _paper_rows(6.0, 'eps6_paper') +
-          _sound_rows(6.0, 'eps6_sound', reference=False))
+          _proven_rows(6.0, 'eps6_sound', reference=False))
 
 
 def base_config(output_dir, data_dir, rounds=ROUNDS,
@@ -136,7 +139,7 @@ def row_config(base, row: Row, target_epsilon: float, seed: int = 0,
       'output_dir': os.path.join(base.output_dir, 'rows', row.key)})
 
 
-def sound_epsilon_of_c(task, base) -> callable:
+def proven_epsilon_of_c(task, base) -> callable:
   """c -> DP-REC's proven (PLD) epsilon at c, with the bits chosen from c,
   over the study's rounds: what the paper-c rows are accounted at."""
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
@@ -156,14 +159,14 @@ def sound_epsilon_of_c(task, base) -> callable:
   return epsilon
 
 
-def targets(rows, sound_epsilon) -> dict:
+def targets(rows, proven_epsilon) -> dict:
   """{row key: the target epsilon its runs are configured with}."""
   from tff_dprec.accounting import calibration  # pylint: disable=g-import-not-at-top
   out = {}
   for row in rows:
     if row.uses_paper_c:
       out[row.key] = calibration.round_up(
-          sound_epsilon(row.setting['clip_ratio']), 4)
+          proven_epsilon(row.setting['clip_ratio']), 4)
     else:
       out[row.key] = row.epsilon if row.epsilon is not None else 1.0
   return out

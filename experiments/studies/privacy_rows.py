@@ -52,7 +52,7 @@ def dp_rec_privacy_cells(task, epsilon, c, calibrate) -> list:
        f'{groups} groups x {bits} bits; what it bounds and assumes: '
        'docs/PRIVACY.md. '),
       ('PLD accounting (library default, docs/PRIVACY.md s. 9)',
-       dict(bits=bits, num_groups=groups, accounting='pld'),
+       dict(bits=bits, num_groups=groups, accounting='min_pld_rdp'),
        f'{groups} groups x {bits} bits; the smaller of the PLD and RDP '
        'epsilons. '))
   cells = []
@@ -78,7 +78,7 @@ def dp_fedavg_privacy_cells(task, epsilon, z, calibrate) -> list:
            ("RDP (dp_accounting's conversion)",
             dict(conversion='tight', accounting='rdp')),
            ("PLD (library default, dp_accounting's pessimistic PLD)",
-            dict(accounting='pld')))
+            dict(accounting='min_pld_rdp')))
   cells = []
   for basis, options in modes:
     eps = accounting.dp_fedavg_epsilon(noise_multiplier=z, **options,

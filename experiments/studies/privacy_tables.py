@@ -74,7 +74,7 @@ def table1_rows():
                rounds=t, num_groups=groups, bits=bits,
                paper_epsilon=paper_eps, paper_mode_epsilon=paper)
     message = dict(bits=bits, num_groups=groups)
-    for kind in ('rdp', 'pld'):
+    for kind in ('rdp', 'min_pld_rdp'):
       row[f'{kind}_epsilon'] = accounting.dp_rec_epsilon(
           clip_ratio=c, accounting=kind, **message, **common)
       row[f'{kind}_clip_ratio'] = accounting.calibrate_clip_ratio(

@@ -78,7 +78,7 @@ class Row:
   controls: bool = False
 
 
-def rows_for(chosen: dict, sound_paper_epsilon) -> list[Row]:
+def rows_for(chosen: dict, proven_paper_epsilon) -> list[Row]:
   """The rows, cheapest decisions first (module doc)."""
   clip = chosen.get('dp_fedavg', {}).get('l2_clip')
   ddgauss = {} if clip is None else {'l2_clip': clip}
@@ -91,7 +91,7 @@ def rows_for(chosen: dict, sound_paper_epsilon) -> list[Row]:
             'DP-FedAvg', 'PLD', controls=first),
         Row('dp_rec', 'dp_rec', eps, chosen.get('dp_rec', {}), 'DP-REC',
             'PLD', controls=first),
-        Row('dp_rec_paper_c', 'dp_rec', sound_paper_epsilon(c), dict(
+        Row('dp_rec_paper_c', 'dp_rec', proven_paper_epsilon(c), dict(
             clip_ratio=c, bits=aggregator_builders.PAPER_BITS),
             f"DP-REC at the paper's c = {c}",
             'PLD (proven) at the paper\'s c', paper_epsilon=eps),

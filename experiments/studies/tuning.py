@@ -19,6 +19,7 @@ from typing import Optional
 from experiments.infra import atomic_files
 from experiments.runner import config as config_lib
 from tff_dprec import rec
+from tff_dprec.accounting import accountings
 
 # Tuning runs take seeds from here on: their client samples and noise are
 # not the test runs' (seeds 0, 1, ...).
@@ -88,11 +89,14 @@ def base_fingerprint(base: config_lib.RunConfig) -> dict:
 
 def ran_under(result: dict, fingerprint: dict) -> bool:
   """Whether a stored result ran under `fingerprint` (results stored with
-  a field `_NEUTRAL` now lists, such as `data_dir`, still match)."""
+  a field `_NEUTRAL` now lists, such as `data_dir`, or with an accounting's
+  earlier name, such as 'pld', still match)."""
   stored = result.get('base')
   if not isinstance(stored, dict):
     return False
-  return {k: v for k, v in stored.items() if k not in _NEUTRAL} == fingerprint
+  stored = {k: (accountings.renamed(v) if k == 'accounting' else v)
+            for k, v in stored.items() if k not in _NEUTRAL}
+  return stored == fingerprint
 
 
 def read_results(results_path: str) -> dict:

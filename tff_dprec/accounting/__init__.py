@@ -6,7 +6,7 @@ epsilons, the calibrations and the errors. The modules:
 * `events`: `DpRecEvent` (a known participant's release),
   `DpRecRoundEvent` (a round of draws; `dp_rec_round_event` builds it).
 * One accountant per accounting (`accountings` names them), over
-  `base_accountant`: `pld_accountant.DpRecPldAccountant` (`'pld'`, the
+  `base_accountant`: `pld_accountant.DpRecPldAccountant` (`'min_pld_rdp'`, the
   default: the smaller of the certified PLD and RDP epsilons),
   `rdp_accountant.DpRecRdpAccountant` (`'rdp'`: the RDP epsilon),
   `paper_accountant.DpRecPaperAccountant` (`'paper'`: the paper's
@@ -27,6 +27,7 @@ Derivations, and what is assumed: docs/PRIVACY.md.
 """
 
 from tff_dprec.accounting.accountings import default_delta
+from tff_dprec.accounting.accountings import RenamedAccountingWarning
 from tff_dprec.accounting.baselines import ddgauss_epsilon
 from tff_dprec.accounting.baselines import dp_fedavg_epsilon
 from tff_dprec.accounting.calibration import calibrate_clip_ratio
@@ -66,6 +67,7 @@ __all__ = [
     'DpRecRdpAccountant',
     'make_dp_rec_accountant',
     'OverheadExceedsDeltaError',
+    'RenamedAccountingWarning',
     'TargetUnreachableError',
     'UnprovenPaperBoundWarning',
 ]

@@ -43,8 +43,9 @@ def _define_flags(values: flags.FlagValues) -> None:
                        'dp_rec, --accounting=paper only: one index of this '
                        'many bits', flag_values=values)
   flags.DEFINE_enum(
-      'accounting', None, list(accountings.ACCOUNTINGS),
-      "dp_rec and dp_fedavg: 'pld' (the default: the smaller of the "
+      'accounting', None,
+      list(accountings.ACCOUNTINGS) + list(accountings.RENAMED),
+      "dp_rec and dp_fedavg: 'min_pld_rdp' (the default: the smaller of the "
       "certified PLD and RDP epsilons; dp_fedavg with --conversion=classic: "
       "'rdp'), 'rdp' (the RDP epsilon alone; docs/PRIVACY.md); dp_rec also "
       "'paper' (the paper's Theorem 1, unproven for groups); ddgauss: 'rdp' "
@@ -87,6 +88,10 @@ def _account(args: types.SimpleNamespace) -> None:
   common = dict(population=args.population,
                 clients_per_round=args.clients_per_round,
                 rounds=args.rounds, delta=delta)
+  if args.accounting in accountings.RENAMED:
+    print('note: ' + accountings.renamed_notice(args.accounting,
+                                                '--accounting'))
+    args.accounting = accountings.renamed(args.accounting)
   with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter('always', accounting.UnprovenPaperBoundWarning)
     if args.mechanism == 'dp_rec':
@@ -133,7 +138,7 @@ def _dp_fedavg(args, common, delta, need):
             else accountings.DEFAULT_ACCOUNTING)
   if kind not in accountings.DP_FEDAVG_ACCOUNTINGS:
     raise ValueError(f'--accounting={kind} is for dp_rec; '
-                     "dp_fedavg takes 'pld' or 'rdp'.")
+                     "dp_fedavg takes 'min_pld_rdp' or 'rdp'.")
   options = dict(conversion=args.conversion, accounting=kind)
   label = f'accounting={kind}'
   if args.target_epsilon is not None:

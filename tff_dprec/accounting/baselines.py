@@ -16,9 +16,10 @@
   the amplification is Poisson's: for B distinct clients per round this is
   an ASSUMPTION (docs/PRIVACY.md, section 8), not a theorem.
 
-DP-FedAvg's default accounting is `'pld'`: dp_accounting's pessimistic PLD
-of the Poisson-subsampled Gaussian (docs/PRIVACY.md, Section 9.1), and the
-smaller of that and the RDP epsilon. DDGauss has an RDP accountant only.
+DP-FedAvg's default accounting is `'min_pld_rdp'`: dp_accounting's
+pessimistic PLD of the Poisson-subsampled Gaussian (docs/PRIVACY.md,
+Section 9.1), and the smaller of that and the RDP epsilon. DDGauss has an
+RDP accountant only.
 
 RDP to (epsilon, delta): `conversion='tight'` (default) is dp_accounting's
 conversion (Canonne, Kamath, Steinke 2020, Prop. 12);
@@ -74,7 +75,7 @@ def dp_fedavg_epsilon(*, noise_multiplier: float, population: int,
   proof.
 
   Args:
-    accounting: `'pld'` (default): the smaller of dp_accounting's
+    accounting: `'min_pld_rdp'` (default): the smaller of dp_accounting's
       pessimistic PLD epsilon and the RDP epsilon; `'rdp'`: the RDP epsilon
       with `conversion`.
     conversion: How `'rdp'` converts to (epsilon, delta); `'classic'`
@@ -86,12 +87,12 @@ def dp_fedavg_epsilon(*, noise_multiplier: float, population: int,
   validation.check_probability(delta, 'delta')
   validation.check_choice(conversion, 'conversion',
                           (CONVERSION_TIGHT, CONVERSION_CLASSIC))
-  validation.check_choice(accounting, 'accounting',
-                          accountings.DP_FEDAVG_ACCOUNTINGS)
-  if accounting == accountings.PLD and conversion != CONVERSION_TIGHT:
+  accounting = accountings.resolve(accounting,
+                                   accountings.DP_FEDAVG_ACCOUNTINGS)
+  if accounting == accountings.MIN_PLD_RDP and conversion != CONVERSION_TIGHT:
     raise ValueError(
         f'conversion={conversion!r} applies to the RDP accountant; pass '
-        "accounting='rdp' with it (accounting='pld' was given).")
+        "accounting='rdp' with it (accounting='min_pld_rdp' was given).")
   if rounds == 0:
     return 0.0  # Nothing released.
   return _dp_fedavg_epsilon(float(noise_multiplier), q, int(rounds),

@@ -4,7 +4,7 @@ Every search brackets the boundary of {x : epsilon(x) <= target} for an
 epsilon monotone in x, and returns a value that was evaluated and meets the
 target, within a relative tolerance of the boundary:
 
-* under the default accounting (`'pld'`: DP-REC's c, DP-FedAvg's z),
+* under the default accounting (`'min_pld_rdp'`: DP-REC's c, DP-FedAvg's z),
   `lattice_search.largest_meeting`: the answer is a lattice point one step
   on the safe side of the boundary, the same whatever the starting guess
   (earlier calibrations of the same federation, kept as guesses), in about
@@ -65,7 +65,7 @@ def calibrate_clip_ratio(*, target_epsilon: float, population: int,
   """Returns the largest clip ratio c whose DP-REC epsilon <= target_epsilon.
 
   Relative tolerance `tol`; the value returned always satisfies the target.
-  Under `'pld'` it lies between (1 + tol)^-2 and (1 + tol)^-1 times the
+  Under `'min_pld_rdp'` it lies between (1 + tol)^-2 and (1 + tol)^-1 times the
   boundary (`lattice_search`), otherwise within `tol` below it (`search`).
   Arguments as `dp_rec_epsilon`.
 
@@ -75,6 +75,7 @@ def calibrate_clip_ratio(*, target_epsilon: float, population: int,
       even for a vanishing clip ratio.
     TargetUnreachableError: If no c in [1e-3, 25] meets the target.
   """
+  accounting = accountings.resolve(accounting)
   validation.check_positive_number(target_epsilon, 'target_epsilon')
   validation.check_positive_int(rounds, 'rounds')
   validation.check_probability(delta, 'delta')
@@ -97,7 +98,7 @@ def calibrate_clip_ratio(*, target_epsilon: float, population: int,
   if accounting == accountings.PAPER:
     # Raises OverheadExceedsDeltaError when even c -> 0 cannot meet delta.
     epsilon(MIN_CLIP_RATIO)
-  if accounting == accountings.PLD:
+  if accounting == accountings.MIN_PLD_RDP:
     return _pld_clip_ratio(epsilon, target_epsilon, tol, events.draw_rate(
         population, clients_per_round), delta, bits, num_groups,
                            clients_per_round * rounds)
@@ -169,16 +170,17 @@ def calibrate_dp_fedavg_noise(*, target_epsilon: float, population: int,
   """Returns the smallest noise multiplier whose epsilon <= target_epsilon.
 
   `accounting` and `conversion` as in `baselines.dp_fedavg_epsilon`; under
-  `'pld'` the value lies between (1 + tol) and (1 + tol)^2 times the
+  `'min_pld_rdp'` the value lies between (1 + tol) and (1 + tol)^2 times the
   boundary (`lattice_search`), otherwise within `tol` above it.
   """
   validation.check_positive_number(target_epsilon, 'target_epsilon')
-  validation.check_choice(accounting, 'accounting',
-                          accountings.DP_FEDAVG_ACCOUNTINGS)
-  if accounting == accountings.PLD and conversion != baselines.CONVERSION_TIGHT:
+  accounting = accountings.resolve(accounting,
+                                   accountings.DP_FEDAVG_ACCOUNTINGS)
+  if (accounting == accountings.MIN_PLD_RDP and
+      conversion != baselines.CONVERSION_TIGHT):
     raise ValueError(
         f'conversion={conversion!r} applies to the RDP accountant; pass '
-        "accounting='rdp' with it (accounting='pld' was given).")
+        "accounting='rdp' with it (accounting='min_pld_rdp' was given).")
 
   def epsilon(z, kind=accounting):
     return baselines.dp_fedavg_epsilon(
@@ -186,7 +188,7 @@ def calibrate_dp_fedavg_noise(*, target_epsilon: float, population: int,
         clients_per_round=clients_per_round, rounds=rounds, delta=delta,
         conversion=conversion, accounting=kind)
 
-  if accounting == accountings.PLD:
+  if accounting == accountings.MIN_PLD_RDP:
     return _pld_noise(epsilon, target_epsilon, tol, population,
                       clients_per_round, rounds, delta)
   return search(epsilon, target_epsilon, MIN_NOISE_MULTIPLIER,

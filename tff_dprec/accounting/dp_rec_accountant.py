@@ -1,7 +1,7 @@
 """DP-REC's accountant by name (`make_dp_rec_accountant`); its epsilons.
 
 `make_dp_rec_accountant(accounting=...)` returns the accountant of that
-accounting (`accountings`): `'pld'` (the default, `pld_accountant`: the
+accounting (`accountings`): `'min_pld_rdp'` (the default, `pld_accountant`: the
 smaller of the certified PLD and RDP epsilons), `'rdp'` (`rdp_accountant`)
 or `'paper'` (`paper_accountant`).
 `dp_rec_epsilon` is the epsilon of a training run (T rounds of B draws with
@@ -36,22 +36,22 @@ def make_dp_rec_accountant(
   """The DP-REC accountant of `accounting`, a `dp_accounting.PrivacyAccountant`.
 
   Args:
-    orders: Renyi orders. `'pld'` and `'rdp'`: integers >= 2 (default
-      `SOUND_ORDERS`); `'paper'`: values > 1 (default `PAPER_ORDERS`).
-    accounting: `'pld'` (default): `DpRecPldAccountant`, the smaller of the
-      certified PLD and RDP epsilons; `'rdp'`: `DpRecRdpAccountant`, the
-      RDP epsilon alone; `'paper'`: `DpRecPaperAccountant` (the paper's
-      Theorem 1, unproven).
+    orders: Renyi orders. `'min_pld_rdp'` and `'rdp'`: integers >= 2 (default
+      `PROVEN_ORDERS`); `'paper'`: values > 1 (default `PAPER_ORDERS`).
+    accounting: `'min_pld_rdp'` (default): `DpRecPldAccountant`, the
+      smaller of the certified PLD and RDP epsilons; `'rdp'`:
+      `DpRecRdpAccountant`, the RDP epsilon alone; `'paper'`:
+      `DpRecPaperAccountant` (the paper's Theorem 1, unproven).
     reverse_divergence: `'paper'` only: how D(p || mix) is bounded,
       `'forward_bound'` (the paper's) or `'numerical'` (quadrature).
     neighboring_relation: Must be `ADD_OR_REMOVE_ONE`.
-    discretization: `'pld'`: the loss grid of one draw's PLD (checked for
-      every accounting).
+    discretization: `'min_pld_rdp'`: the loss grid of one draw's PLD
+      (checked for every accounting).
 
   Raises:
     ValueError: For invalid arguments.
   """
-  validation.check_choice(accounting, 'accounting', accountings.ACCOUNTINGS)
+  accounting = accountings.resolve(accounting)
   validation.check_choice(reverse_divergence, 'reverse_divergence',
                           (paper_accountant.REVERSE_FORWARD_BOUND,
                            paper_accountant.REVERSE_NUMERICAL))
@@ -63,7 +63,7 @@ def make_dp_rec_accountant(
     raise ValueError(
         "reverse_divergence applies to accounting='paper' only, found "
         f'reverse_divergence={reverse_divergence!r}.')
-  if accounting == accountings.PLD:
+  if accounting == accountings.MIN_PLD_RDP:
     return pld_accountant.DpRecPldAccountant(orders, neighboring_relation,
                                              discretization)
   return rdp_accountant.DpRecRdpAccountant(orders, neighboring_relation)
@@ -88,8 +88,8 @@ def dp_rec_epsilon(*, clip_ratio: float, population: int,
     bits: Index bits per group.
     num_groups: Groups per message.
     total_bits: Paper mode only: the message's index bits as one index.
-    accounting: `'pld'` (default: the smaller of the certified PLD and RDP
-      epsilons), `'rdp'` (the RDP epsilon) or `'paper'` (the paper's
+    accounting: `'min_pld_rdp'` (default: the smaller of the certified PLD
+      and RDP epsilons), `'rdp'` (the RDP epsilon) or `'paper'` (the paper's
       Theorem 1, unproven; docs/PRIVACY.md).
     reverse_divergence: Paper mode only, see `make_dp_rec_accountant`.
 
@@ -97,6 +97,7 @@ def dp_rec_epsilon(*, clip_ratio: float, population: int,
     ValueError, TypeError: For invalid arguments.
     OverheadExceedsDeltaError: Paper mode, delta at or below the overhead.
   """
+  accounting = accountings.resolve(accounting)
   validation.check_nonnegative_int(rounds, 'rounds')
   validation.check_probability(delta, 'delta')
   event = round_event(clip_ratio=clip_ratio, population=population,
@@ -138,6 +139,7 @@ def dp_rec_local_epsilon(*, clip_ratio: float, delta: float,
   Add/remove: a client's message against a message that encodes nothing;
   see docs/PRIVACY.md for substitution.
   """
+  accounting = accountings.resolve(accounting)
   validation.check_nonnegative_int(rounds, 'rounds')
   validation.check_probability(delta, 'delta')
   bits, num_groups = events.resolve_bits(accounting, bits, num_groups,

@@ -38,6 +38,7 @@ class DpRecEpsilonCurve:
     Raises:
       ValueError, TypeError: For invalid arguments.
     """
+    accounting = accountings.resolve(accounting)
     validation.check_nonnegative_number(clip_ratio, 'clip_ratio')
     validation.check_probability(delta, 'delta')
     self._event = dp_rec_accountant.round_event(

@@ -147,7 +147,8 @@ def dp_rec_round_event(*, clip_ratio: float, population: int,
     bits, num_groups = resolve_bits(accountings.PAPER, bits, num_groups,
                                     total_bits)
   else:
-    bits, num_groups = resolve_bits(accountings.PLD, bits, num_groups, None)
+    bits, num_groups = resolve_bits(accountings.MIN_PLD_RDP, bits,
+                                    num_groups, None)
   return DpRecRoundEvent(population, clients_per_round, clip_ratio, bits,
                          num_groups)
 
@@ -160,7 +161,7 @@ def resolve_bits(accounting: str, bits: Optional[int],
   `total_bits` (one index of that many bits) is the paper mode's, which
   also accepts `bits` with `num_groups`.
   """
-  validation.check_choice(accounting, 'accounting', accountings.ACCOUNTINGS)
+  accounting = accountings.resolve(accounting)
   if total_bits is not None:
     if accounting != accountings.PAPER:
       raise ValueError(

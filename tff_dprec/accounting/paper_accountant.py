@@ -159,7 +159,7 @@ def _unproven_message(num_groups: int) -> str:
       f"accounting='paper' with num_groups={num_groups}: the paper treats M "
       'groups of b bits as one index of M*b bits (Theorem 3), a step that '
       'does not follow from its lemma; this epsilon is unproven. Use '
-      "accounting='pld' (the default) or 'rdp' for a guarantee "
+      "accounting='min_pld_rdp' (the default) or 'rdp' for a guarantee "
       '(docs/PRIVACY.md).')
 
 

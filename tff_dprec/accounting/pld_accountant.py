@@ -1,6 +1,6 @@
 """`DpRecPldAccountant`: a privacy loss distribution of DP-REC's release.
 
-`accounting='pld'`, the default; docs/PRIVACY.md, Section 9. Certified
+`accounting='min_pld_rdp'`, the default; docs/PRIVACY.md, Section 9. Certified
 profiles of one message (`message_profile`), the exact Poisson-subsampling
 forms of the substitution pair in both directions, a pessimistic
 connect-the-dots PLD per draw, composed as dp_accounting composes PLDs
@@ -27,7 +27,7 @@ DrawKind = Tuple[float, float, int, int]
 
 
 class DpRecPldAccountant(rdp_accountant.DpRecRdpAccountant):
-  """PLD accountant for DP-REC (`accounting='pld'`), never above the RDP one.
+  """DP-REC's PLD accountant, never above the RDP one ('min_pld_rdp').
 
   Events as `DpRecAccountantBase`. As dp_accounting's `PLDAccountant`, it
   keeps the PLD of what it has composed (`pld`, a `ComposedPld`) and
@@ -36,7 +36,7 @@ class DpRecPldAccountant(rdp_accountant.DpRecRdpAccountant):
   PLD epsilon and the Renyi one (`rdp`, `orders` as there).
   """
 
-  accounting = accountings.PLD
+  accounting = accountings.MIN_PLD_RDP
 
   def __init__(self,
                orders: Optional[Sequence[int]] = None,
@@ -47,7 +47,7 @@ class DpRecPldAccountant(rdp_accountant.DpRecRdpAccountant):
 
     Args:
       orders: Renyi orders of the RDP bound, integers >= 2 (default
-        `rdp_bounds.SOUND_ORDERS`).
+        `rdp_bounds.PROVEN_ORDERS`).
       neighboring_relation: Must be `ADD_OR_REMOVE_ONE`.
       discretization: The loss grid of one draw's PLD (coarser where one
         draw's losses spread wider than 40,000 steps).

@@ -12,7 +12,7 @@ seed and its M indices, for add/remove-one-client neighbours:
   holds another client's message, so the base RDP is the substitution
   bound `channel.substitution_rdp`, amplified by the general subsampling
   bound of Zhu and Wang (ICML 2019, Theorem 6) for the mixture
-  (1 - q) P_y + q P_v: `rdp_bounds.sound_rdp`;
+  (1 - q) P_y + q P_v: `rdp_bounds.proven_rdp`;
 * composition over draws and rounds by adding RDP; conversion to
   (epsilon, delta) with dp_accounting's conversion (Canonne, Kamath,
   Steinke 2020, Prop. 12), valid for any pair of distributions.
@@ -41,7 +41,7 @@ class DpRecRdpAccountant(base_accountant.DpRecAccountantBase):
   """Renyi DP accountant for DP-REC (`accounting='rdp'`).
 
   Events as `DpRecAccountantBase`; each release adds
-  `rdp_bounds.sound_rdp` to the RDP vector over `orders`. The state counts
+  `rdp_bounds.proven_rdp` to the RDP vector over `orders`. The state counts
   the releases of each kind (probability, message), so composing in steps
   gives the RDP of one composition of the total count, to the last bit.
   """
@@ -57,7 +57,7 @@ class DpRecRdpAccountant(base_accountant.DpRecAccountantBase):
 
     Args:
       orders: Renyi orders, integers >= 2 (default
-        `rdp_bounds.SOUND_ORDERS`).
+        `rdp_bounds.PROVEN_ORDERS`).
       neighboring_relation: Must be `ADD_OR_REMOVE_ONE`.
 
     Raises:
@@ -65,7 +65,7 @@ class DpRecRdpAccountant(base_accountant.DpRecAccountantBase):
     """
     super().__init__(neighboring_relation)
     self._orders = channel.check_orders(
-        rdp_bounds.SOUND_ORDERS if orders is None else orders)
+        rdp_bounds.PROVEN_ORDERS if orders is None else orders)
     # (q, DpRecEvent) -> [releases, RDP of one release], in the order first
     # composed.
     self._releases = {}
@@ -86,7 +86,7 @@ class DpRecRdpAccountant(base_accountant.DpRecAccountantBase):
     return rdp
 
   def _release_rdp(self, q, event):
-    return rdp_bounds.sound_rdp(q, event.clip_ratio, event.bits,
+    return rdp_bounds.proven_rdp(q, event.clip_ratio, event.bits,
                                 event.num_groups, self._orders)
 
   def _compose_release(self, q, event, count):

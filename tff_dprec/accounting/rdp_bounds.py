@@ -1,10 +1,10 @@
 """Renyi bounds of one DP-REC client draw, and the order grids.
 
-* `sound_rdp`: RDP of one draw with probability q (docs/PRIVACY.md,
+* `proven_rdp`: RDP of one draw with probability q (docs/PRIVACY.md,
   Sections 2-3), what `rdp_accountant` and `pld_accountant` compose.
 * `zhu_wang_upper_bound`: the general Poisson-subsampled RDP bound of Zhu
   and Wang (ICML 2019, Theorem 6), also DDGauss's (`baselines`).
-* `SOUND_ORDERS` (integers, as that bound needs) and `PAPER_ORDERS` (any
+* `PROVEN_ORDERS` (integers, as that bound needs) and `PAPER_ORDERS` (any
   orders > 1: the paper's accountant and DP-FedAvg's RDP).
 """
 
@@ -19,14 +19,14 @@ from tff_dprec.accounting import channel
 
 # The proven accountings: integer orders (exact reverse divergence,
 # Zhu-Wang bound).
-SOUND_ORDERS = tuple(range(2, 65))
+PROVEN_ORDERS = tuple(range(2, 65))
 # The paper's accountant: any orders > 1; dense where the optima fall.
 PAPER_ORDERS = tuple(
     [1.0 + x / 20.0 for x in range(1, 200)] + list(range(11, 129)) +
     [160, 192, 256, 384, 512, 1024])
 
 
-def sound_rdp(q: float, clip_ratio: float, bits: int, num_groups: int,
+def proven_rdp(q: float, clip_ratio: float, bits: int, num_groups: int,
               orders: Sequence[int]) -> np.ndarray:
   """RDP of one DP-REC client draw with probability q (proven accounting).
 
@@ -43,13 +43,13 @@ def sound_rdp(q: float, clip_ratio: float, bits: int, num_groups: int,
   base. docs/PRIVACY.md, Section 3.
   """
   orders = channel.check_orders(orders)
-  return np.copy(_sound_rdp(float(q), float(clip_ratio), int(bits),
+  return np.copy(_proven_rdp(float(q), float(clip_ratio), int(bits),
                             int(num_groups), tuple(int(a) for a in orders)))
 
 
 @functools.lru_cache(maxsize=1024)
-def _sound_rdp(q, clip_ratio, bits, num_groups, orders):
-  """`sound_rdp`, kept per argument (a search re-evaluates its points)."""
+def _proven_rdp(q, clip_ratio, bits, num_groups, orders):
+  """`proven_rdp`, kept per argument (a search re-evaluates its points)."""
   orders = np.asarray(orders, np.int64)
   # Clipping and encoding run in float32: allow the norm 2^-20 above c.
   clip_ratio = clip_ratio * (1.0 + 2.0**-20)

@@ -261,7 +261,7 @@ class DpRecSumFactory(RecSumFactoryBase):
   every message (docs/PRIVACY.md, sections 5 and 6). The privacy proven for
   this factory is that of what a client releases, the seed and its indices
   (`dp_event()`, accounted by `tff_dprec.accounting.dp_rec_epsilon`): by
-  default a certified privacy loss distribution (`accounting='pld'`,
+  default a certified privacy loss distribution (`accounting='min_pld_rdp'`,
   docs/PRIVACY.md, section 9), which holds for adding or removing one client
   against observers who do not know who was sampled; against the server,
   which picks the clients and sees their messages, each participation costs

@@ -87,15 +87,14 @@ class DpRecMeanBase(tff.aggregators.UnweightedMeanFactory):
 
   def epsilon(self, model, *, population: int, clients_per_round: int,
               rounds: int, delta: float,
-              accounting: str = accountings.PLD) -> float:
+              accounting: str = accountings.MIN_PLD_RDP) -> float:
     """Epsilon after `rounds` rounds of training `model`.
 
     `tff_dprec.accounting.dp_rec_epsilon` with this aggregator's clip ratio
     and the bits and group count of `model`'s messages (`accounting` as
-    there: 'pld', the default, is the smaller of the certified PLD and RDP
-    epsilons): B =
-    `clients_per_round` clients drawn with replacement from N = `population`
-    per round.
+    there: 'min_pld_rdp', the default, is the smaller of the certified PLD
+    and RDP epsilons): B = `clients_per_round` clients drawn with
+    replacement from N = `population` per round.
 
     Raises:
       ValueError: For invalid arguments.

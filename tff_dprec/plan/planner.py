@@ -113,7 +113,7 @@ class Calibrations:
 
   @functools.lru_cache(maxsize=None)
   def dp_fedavg_noise(self, accountant: str) -> float:
-    """DP-FedAvg's smallest z under `accountant` ('pld', 'rdp'), rounded up."""
+    """DP-FedAvg's smallest z under `accountant`, rounded up."""
     fed = self.federation
     return calibration.round_up(accounting.calibrate_dp_fedavg_noise(
         target_epsilon=fed.target_epsilon, accounting=accountant,
@@ -259,7 +259,7 @@ def _model_bits(fed):
 
 
 def _dp_fedavg_plan(fed, cal):
-  z = cal.dp_fedavg_noise(accountings.PLD)
+  z = cal.dp_fedavg_noise(accountings.MIN_PLD_RDP)
   return results.DpFedAvgPlan(
       parameter=z,
       relative_noise=search.gaussian_relative_noise(z,

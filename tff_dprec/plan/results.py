@@ -131,7 +131,7 @@ class DpRecPlan(MechanismPlan):
   """
   name: ClassVar[str] = 'dp_rec'
   parameter_name: ClassVar[str] = 'clip_ratio'
-  accountant: ClassVar[str] = accountings.PLD
+  accountant: ClassVar[str] = accountings.MIN_PLD_RDP
 
   num_groups: int
   bits_from_c: bool
@@ -169,7 +169,7 @@ class DpFedAvgPlan(MechanismPlan):
   """
   name: ClassVar[str] = 'dp_fedavg'
   parameter_name: ClassVar[str] = 'noise_multiplier'
-  accountant: ClassVar[str] = accountings.PLD
+  accountant: ClassVar[str] = accountings.MIN_PLD_RDP
 
   rdp_noise_multiplier: float
 
