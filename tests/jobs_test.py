@@ -14,7 +14,7 @@ import numpy as np
 import tensorflow as tf
 
 from experiments.runner import config as config_lib
-from experiments.runner import job_plan
+from experiments.runner import job_schedule
 from experiments.runner import jobs
 from experiments.runner import registry
 from experiments.infra import test_hooks
@@ -76,7 +76,7 @@ class SplitRunsTest(parameterized.TestCase):
 class ScheduleTest(absltest.TestCase):
 
   def _claims(self):
-    claims = job_plan.Claims(os.path.join(self.create_tempdir().full_path,
+    claims = job_schedule.Claims(os.path.join(self.create_tempdir().full_path,
                                           'claims'))
     claims.reset()
     return claims
@@ -86,11 +86,12 @@ class ScheduleTest(absltest.TestCase):
     shares = [[('dp_rec', 0)],
               [('fedavg', 0), ('fedavg', 1), ('dp_fedavg', 0)]]
     said = []
-    second = job_plan.schedule(shares, 1, claims)
+    second = job_schedule.schedule(shares, 1, claims)
     self.assertEqual(next(second), ('fedavg', 0))
     # Job 0 trains its run, then takes over the other share's last.
-    self.assertEqual(list(job_plan.schedule(shares, 0, claims, said.append)),
-                     [('dp_rec', 0), ('dp_fedavg', 0), ('fedavg', 1)])
+    self.assertEqual(
+        list(job_schedule.schedule(shares, 0, claims, said.append)),
+        [('dp_rec', 0), ('dp_fedavg', 0), ('fedavg', 1)])
     self.assertEqual(said, ['job 0 takes over dp_fedavg seed 0 from job 1.',
                             'job 0 takes over fedavg seed 1 from job 1.'])
     self.assertEqual(list(second), [])  # All taken.
@@ -99,7 +100,7 @@ class ScheduleTest(absltest.TestCase):
     runs = [(name, seed) for name in _MAIN_JOB for seed in (0, 1, 2)]
     shares = jobs.split_runs(runs, 3)
     claims = self._claims()
-    schedules = [job_plan.schedule(shares, j, claims) for j in range(3)]
+    schedules = [job_schedule.schedule(shares, j, claims) for j in range(3)]
     rng = np.random.default_rng(0)
     trained, live = [], list(range(3))
     while live:

@@ -93,7 +93,7 @@ def _check_within_budget(name, value, epsilon, s):
 
 
 def _rec_bits(spec, s, calibrated_c):
-  """(bits, calibrated c or None, bits margin met or None) of a REC plan."""
+  """(bits, calibrated c or None, bits margin met or None) for REC."""
   if s.bits is not None:
     return s.bits, None, None
   if not spec.private:
@@ -347,9 +347,9 @@ def build_no_noise(spec, s):
   """
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
   base = spec.base
-  base_plan = base.build(base, dataclasses.replace(
+  base_aggregator = base.build(base, dataclasses.replace(
       s, record_messages=False, insecure_test_seed=None))
-  clip = base_plan.params['l2_clip']
+  clip = base_aggregator.params['l2_clip']
   full = _full_model_bits(s.value_type)
   return CalibratedAggregator(
       spec.name, tff.aggregators.DifferentiallyPrivateFactory.gaussian_fixed(
@@ -399,9 +399,9 @@ def build_exact_sample(spec, s):
   """
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
   base = spec.base
-  base_plan = base.build(base, dataclasses.replace(
+  base_aggregator = base.build(base, dataclasses.replace(
       s, record_messages=False, insecure_test_seed=None))
-  c = base_plan.params['clip_ratio']
+  c = base_aggregator.params['clip_ratio']
   exact = exact_sample_parameters(c, s.noise_stddev, s.clients_per_round)
   full = _full_model_bits(s.value_type)
   return CalibratedAggregator(

@@ -1,7 +1,7 @@
 """A verified on-disk cache of calibrations (clip ratios, noise multipliers).
 
 A calibration runs the accountant 10 to 30 times; every run, test and CLI
-process that plans the same aggregator repeats it. This cache keys each
+process that builds the same aggregator repeats it. This cache keys each
 result by the calibration's name, its arguments and a hash of the
 accountants' source (tff_dprec/accounting/*.py and the dp_accounting
 version), stores it as one small JSON file per key (written atomically, so

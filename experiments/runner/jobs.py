@@ -9,9 +9,9 @@ history replay check) are serial, so J processes on J cores finish sooner
 modules while this process sets the task up and calibrates every aggregator
 (a refusal costs no training; the children find the calibrations in the
 cache, checked already). Each child then gets its job: a share of the runs
-(`job_plan.split_runs`) that it trains and checkpoints exactly as
+(`job_schedule.split_runs`) that it trains and checkpoints exactly as
 `training.run` would in one process (the same folders, fingerprints and
-records), taking each run by a claim (`job_plan.Claims`); a child that has
+records), taking each run by a claim (`job_schedule.Claims`); a child that has
 finished its share takes over the last runs of the others'. Its output goes
 to `<output_dir>/<task>/jobs/job<j>.log`, which this process relays line by
 line, each prefixed with `[job j]`. When every child has succeeded, this
@@ -45,7 +45,7 @@ from experiments.runner import calibration_cache
 from experiments.runner import cli
 from experiments.runner import config as config_lib
 from experiments.runner import finished
-from experiments.runner import job_plan
+from experiments.runner import job_schedule
 from experiments.runner import phases
 from experiments.runner import planning
 from experiments.runner import run_setup
@@ -61,7 +61,7 @@ _NATIVE_LOG_LINE = re.compile(
     r'To enable the following instructions|'
     r'WARNING: All log messages before absl::InitializeLog)')
 
-split_runs = job_plan.split_runs
+split_runs = job_schedule.split_runs
 
 
 class JobError(RuntimeError):
@@ -156,7 +156,7 @@ def _prepare(config, print_fn) -> _Prepared:
           if not (config.resume and finished.finished_run(
               task, dataclasses.replace(config, seed=seed), calibrated[name],
               task_dir, print_fn))]
-  shares = job_plan.split_runs(runs, config.jobs) if runs else []
+  shares = job_schedule.split_runs(runs, config.jobs) if runs else []
   return _Prepared(task, config, task_dir, calibrated, shares, said)
 
 
@@ -258,7 +258,7 @@ def _start_jobs(prepared, children) -> list:
   for p in prepared:
     log_dir = os.path.join(p.task_dir, 'jobs')
     os.makedirs(log_dir, exist_ok=True)
-    claims = job_plan.Claims(os.path.join(log_dir, f'claims{j}'))
+    claims = job_schedule.Claims(os.path.join(log_dir, f'claims{j}'))
     claims.reset()
     # Progress as the command's: plain lines in the logs (not a terminal).
     child_config = dataclasses.replace(p.config, jobs=1)
@@ -373,15 +373,16 @@ def from_json(data: dict) -> config_lib.RunConfig:
 def train_job(job: dict, print_fn=print) -> list:
   """Trains a child's job (what `_start_jobs` wrote); returns its records.
 
-  Its runs come from `job_plan.schedule`: its share, then runs it takes
+  Its runs come from `job_schedule.schedule`: its share, then runs it takes
   over. Its time by phase goes to the job's phases file.
   """
   calibration_cache.trust_checked(
       tuple(pair) for pair in job.get('checked', ()))
   config = from_json(job['config'])
   shares = [[tuple(run) for run in share] for share in job['shares']]
-  runs = job_plan.schedule(shares, job['job'], job_plan.Claims(job['claims']),
-                           say=lambda text: print_fn(f'[{config.task}] {text}'))
+  runs = job_schedule.schedule(
+      shares, job['job'], job_schedule.Claims(job['claims']),
+      say=lambda text: print_fn(f'[{config.task}] {text}'))
   records = training.run(config, print_fn=print_fn, schedule=runs)
   atomic_files.write_json(job['phases'], phases.seconds())
   return records

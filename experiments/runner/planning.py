@@ -9,7 +9,7 @@ answers "what would the defaults give here". Calibrations go through the
 run's on-disk cache (`calibration_cache`), under the names and keys the
 aggregators' builders (`registry`) use, and so do the outcome of the
 break-even search and the margin checks that settle DP-REC's bits: a run
-planned before finds every value there, each calibration checked against
+built before finds every value there, each calibration checked against
 the target once per process.
 """
 
@@ -134,11 +134,11 @@ def full_state_bits(task, config, server_lr, dimension) -> int:
   return sizes.FLOAT_BITS * dimension + history.structure_bits(state)
 
 
-def plan_for_run(task, config, dp_rec_plan) -> plan_lib.Plan:
+def plan_for_run(task, config, dp_rec_aggregator) -> plan_lib.Plan:
   """The planner at the run's N, B, T, epsilon, delta and DP-REC layout."""
-  dimension = dp_rec_plan.download_bits_per_client // sizes.FLOAT_BITS
-  params = dp_rec_plan.params
-  server_lr = config.server_lr_for(task, dp_rec_plan.private_setting)
+  dimension = dp_rec_aggregator.download_bits_per_client // sizes.FLOAT_BITS
+  params = dp_rec_aggregator.params
+  server_lr = config.server_lr_for(task, dp_rec_aggregator.private_setting)
   return plan_lib.plan(
       population=task.population, clients_per_round=config.clients_per_round,
       rounds=config.rounds, target_epsilon=config.target_epsilon,
@@ -149,14 +149,14 @@ def plan_for_run(task, config, dp_rec_plan) -> plan_lib.Plan:
       ddgauss_l2_clip=config.l2_clip, calibrations=CachedCalibrations)
 
 
-def print_plan(task, config, dp_rec_plan, print_fn):
+def print_plan(task, config, dp_rec_aggregator, print_fn):
   """Prints the planner's lines, each prefixed with the task's name.
 
   A planner that fails (a target out of its accountants' reach) prints why
   and returns None: the run itself goes on.
   """
   try:
-    result = plan_for_run(task, config, dp_rec_plan)
+    result = plan_for_run(task, config, dp_rec_aggregator)
   except ValueError as e:
     print_fn(f'[{task.name}] The planner could not plan this setting: {e}')
     return None

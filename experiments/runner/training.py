@@ -71,7 +71,7 @@ def run(config: config_lib.RunConfig, print_fn=print,
   start = time.time() if start_time is None else start_time
   phases.clear()
   compiled = dict(compile_cache.stats)
-  task, config, task_dir, pool, planned, calibrated = _prepare(
+  task, config, task_dir, pool, to_train, calibrated = _prepare(
       config, task, print_plan, print_fn)
   context = {}
   cache = run_cache.RunCache(task)
@@ -80,7 +80,7 @@ def run(config: config_lib.RunConfig, print_fn=print,
       context = run_setup.reference_context(task, config, cache)
   try:
     results, curves = _train_all(
-        task, config, calibrated, planned if schedule is None else schedule,
+        task, config, calibrated, to_train if schedule is None else schedule,
         _Place(task_dir, pool, cache), print_fn)
   finally:
     worker_reaper.reap_context_workers()
@@ -98,25 +98,25 @@ def run(config: config_lib.RunConfig, print_fn=print,
 
 
 def _prepare(config, task, print_plan, print_fn):
-  """Set up, start workers, calibrate what is planned (and print the plan).
+  """Set up, start workers, calibrate the runs to train (planner's lines).
 
   Returns:
-    (task, config, task_dir, pool, planned runs, calibrated aggregators).
+    (task, config, task_dir, pool, runs to train, calibrated aggregators).
   """
   task, config, task_dir = run_setup.setup(config, print_fn, task)
   if any(registry.get(a).needs_test_context for a in config.aggregators):
     execution.allow_oversize_protos()
   pool = _start_pool(task, config, print_fn)
-  planned = [(name, seed)
-             for name in config.aggregators for seed in config.seeds
-             if config.job_runs is None or (name, seed) in config.job_runs]
+  to_train = [(name, seed)
+              for name in config.aggregators for seed in config.seeds
+              if config.job_runs is None or (name, seed) in config.job_runs]
   calibrated = run_setup.calibrate(task, config, names=[
       name for name in config.aggregators
-      if any(run[0] == name for run in planned)])
+      if any(run[0] == name for run in to_train)])
   if print_plan and 'dp_rec' in calibrated:
     with phases.timed('planner'):
       planning.print_plan(task, config, calibrated['dp_rec'], print_fn)
-  return task, config, task_dir, pool, planned, calibrated
+  return task, config, task_dir, pool, to_train, calibrated
 
 
 def _print_costs(compiled_before: dict, print_fn):

@@ -356,7 +356,7 @@ def _inside_idealisation(task, default, settings, name):
   """(settings inside the idealisation, clip ratios of those outside).
 
   Settings outside it are neither tuned nor run; c can depend on a setting
-  (bits, grouping), so each is planned.
+  (bits, grouping), so each is calibrated.
   """
   from experiments.runner import run_setup  # pylint: disable=g-import-not-at-top
   inside, clip_ratios = [], []

@@ -163,19 +163,19 @@ def substitution_rdp(*, clip_ratio: float, bits: int, num_groups: int,
 def _substitution_rdp(clip_ratio, bits, num_groups, orders):
   if clip_ratio == 0.0:
     return np.zeros(len(orders))
-  plan = []
+  triangles = []  # (order, exponent p, forward order, reverse order).
   needed = set()
   for a in orders:
     for p in _TRIANGLE_EXPONENTS:
       forward_order = int(math.ceil(p * a - 1e-9))
       reverse_order = max(2, int(math.ceil((p * a - 1.0) / (p - 1.0) - 1e-9)))
-      plan.append((a, p, forward_order, reverse_order))
+      triangles.append((a, p, forward_order, reverse_order))
       needed.update((forward_order, reverse_order))
   needed = tuple(sorted(needed))
   forward, reverse = _message_rdp(clip_ratio, bits, num_groups, needed)
   index = {o: i for i, o in enumerate(needed)}
   best = {a: math.inf for a in orders}
-  for a, p, fo, ro in plan:
+  for a, p, fo, ro in triangles:
     value = ((a - 1.0 / p) / (a - 1.0) * forward[index[fo]] +
              reverse[index[ro]])
     best[a] = min(best[a], value)
