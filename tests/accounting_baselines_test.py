@@ -19,9 +19,9 @@ class DpFedAvgTest(parameterized.TestCase):
 
   @parameterized.named_parameters(
       ('mnist_eps3', 3.8, 100, 10, 1000, 3.0),
-      ('femnist_eps1', 5.0, 3500, 100, 1500, 1.0),
-      ('femnist_eps3', 1.85, 3500, 100, 1500, 3.0),
-      ('femnist_eps6', 1.15, 3500, 100, 1500, 6.0),
+      ('emnist_eps1', 5.0, 3500, 100, 1500, 1.0),
+      ('emnist_eps3', 1.85, 3500, 100, 1500, 3.0),
+      ('emnist_eps6', 1.15, 3500, 100, 1500, 6.0),
       ('shakespeare_eps3', 2.15, 660, 66, 200, 3.0),
       ('stackoverflow_eps1', 0.957, 342477, 60, 1500, 1.0),
   )
@@ -180,7 +180,7 @@ class DDGaussTest(parameterized.TestCase):
     self.assertLess(eps[0], eps[1])
     self.assertLess(eps[1], eps[2])
 
-  def test_femnist_eps1_unreachable_at_16_bits(self):
+  def test_emnist_eps1_unreachable_at_16_bits(self):
     with self.assertRaisesRegex(accounting.TargetUnreachableError,
                                 'cannot reach target_epsilon=1'):
       accounting.calibrate_ddgauss_noise(target_epsilon=1.0, bits=16,

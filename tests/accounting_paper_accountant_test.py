@@ -23,9 +23,9 @@ class PaperAccountantTest(parameterized.TestCase):
   @parameterized.named_parameters(
       ('mnist_eps3', 0.545, 100, 10, 1000, 3.0),
       ('mnist_eps6', 0.87, 100, 10, 1000, 6.0),
-      ('femnist_eps1', 0.77, 3500, 100, 4000, 1.0),
-      ('femnist_eps3', 1.41, 3500, 100, 4000, 3.0),
-      ('femnist_eps6', 1.745, 3500, 100, 4000, 6.0),
+      ('emnist_eps1', 0.77, 3500, 100, 4000, 1.0),
+      ('emnist_eps3', 1.41, 3500, 100, 4000, 3.0),
+      ('emnist_eps6', 1.745, 3500, 100, 4000, 6.0),
       ('shakespeare_eps3', 1.435, 660, 66, 200, 3.0),
   )
   def test_reproduces_paper(self, c, population, per_round, rounds, expected):

@@ -17,7 +17,7 @@ from experiments.studies import reproduce
 from experiments.studies import utility
 from tests import support
 
-_TABLE1_TASKS = {'MNIST': 'mnist', 'FEMNIST': 'femnist',
+_TABLE1_TASKS = {'MNIST': 'mnist', 'FEMNIST': 'emnist',
                  'Shakespeare': 'shakespeare', 'SO LR': 'stackoverflow_lr'}
 _TABLE1_METHODS = {r'\dpfedavg{}': paper.DP_FEDAVG,
                    r'\ddg{16}': paper.DDG16, r'\ddg{12}': paper.DDG12,
@@ -116,7 +116,7 @@ class CommunicationTest(parameterized.TestCase):
                 if c.method == paper.DP_FEDAVG)
     self.assertEqual(cell.ours, _closed_dp_fedavg(task) / 8 / 2**30)
 
-  @parameterized.product(task=('femnist', 'stackoverflow_lr'),
+  @parameterized.product(task=('emnist', 'stackoverflow_lr'),
                          bits=(16, 12))
   def test_ddgauss_at_paper_scale_equals_closed_form(self, task, bits):
     fed = communication.federation(task, paper.DP_FEDAVG)

@@ -272,7 +272,7 @@ _FEDAVG_WHY = {
     'mnist': _mnist_why,
     'shakespeare': _shakespeare_why,
     'stackoverflow_lr': _stackoverflow_why,
-    'femnist': lambda task, ours: 'See "FEMNIST\'s 259 GiB" for the model.',
+    'emnist': lambda task, ours: 'See "FEMNIST\'s 259 GiB" for the model.',
 }
 
 
@@ -363,13 +363,13 @@ def communication_cells(config: paper.ReproduceConfig, log) -> tuple:
     log(f'communication {task}: DP-REC {runs[task].library.gib:.4g} GiB '
         f'(seed 0), {runs[task].history_server_seconds / seeds:.2f} s per '
         'seed through HistoryServer')
-  cells.extend(_compression_only_cells(seeds, runs['femnist']))
+  cells.extend(_compression_only_cells(seeds, runs['emnist']))
   return cells, runs
 
 
 def _compression_only_cells(seeds, dp_rec_run) -> list:
   """Table 4 of the paper (FEMNIST, 4k rounds, no DP): FedAvg, REC, REC-64."""
-  task = 'femnist'
+  task = 'emnist'
   rounds = paper.paper_int(task, 'rounds_compression_only')
   fed = federation(task, paper.DP_REC)
   fedavg = dp_fedavg_traffic(

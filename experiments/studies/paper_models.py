@@ -99,7 +99,7 @@ MODELS = {
     'mnist': PaperModel(
         'CNN 5x5x32, 5x5x64 (valid), dense 512, 10', _mnist_cnn,
         'the appendix names LeNet-5, but 43 GiB needs this CNN'),
-    'femnist': PaperModel(
+    'emnist': PaperModel(
         'CNN 3x3x32, pool, 3x3x64, pool, dense 128, 62',
         functools.partial(_emnist_cnn, True),
         "Kairouz et al.'s CNN without dropout, with a 2x2 max-pool after "
@@ -116,7 +116,7 @@ FEMNIST_CANDIDATES = (
     PaperModel("Kairouz et al.'s CNN without dropout (the appendix's words)",
                functools.partial(_emnist_cnn, False),
                'conv 3x3x32, pool, conv 3x3x64, dense 128, 62'),
-    MODELS['femnist'],
+    MODELS['emnist'],
     PaperModel("TFF's original FedAvg CNN (experiments' emnist task)",
                _emnist_fedavg_cnn,
                'conv 5x5x32 same, pool, conv 5x5x64 same, pool, dense 512'),

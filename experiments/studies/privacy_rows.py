@@ -105,10 +105,10 @@ def dp_fedavg_privacy_cells(task, epsilon, z, calibrate) -> list:
 # epsilon) and the clip; we use the DP-REC paper's DP-FedAvg clip.
 DDGAUSS_BETA = math.exp(-0.5)
 DDGAUSS_K_STDDEVS = 4.0
-DDGAUSS_MODELS = {'femnist': paper_models.FEMNIST_CANDIDATES[0],
+DDGAUSS_MODELS = {'emnist': paper_models.FEMNIST_CANDIDATES[0],
                   'stackoverflow_lr': paper_models.MODELS['stackoverflow_lr']}
 # Where Kairouz et al.'s population is not the DP-REC paper's.
-DDGAUSS_POPULATION_METHOD = {'femnist': 'DDGauss'}
+DDGAUSS_POPULATION_METHOD = {'emnist': 'DDGauss'}
 
 
 def ddgauss_privacy_cells(task, epsilon, bits) -> list:

@@ -96,9 +96,9 @@ def _models_markdown() -> list:
   return lines + ['']
 
 
-def _femnist_markdown() -> list:
+def _emnist_markdown() -> list:
   """Which parameter count reproduces FEMNIST's 259 GiB (and 690.6)."""
-  task = 'femnist'
+  task = 'emnist'
   fed = communication.federation(task, paper.DP_FEDAVG)
   client_rounds = fed['rounds'] * fed['clients_per_round']
   rounds_4k = paper.paper_int(task, 'rounds_compression_only')
@@ -201,7 +201,7 @@ def render_markdown(config, cells, runs, seconds, ablations=None) -> str:
                     'the paper\'s accounting and the library\'s default.'],
         by_part['privacy'])
   if 'communication' in config.parts:
-    lines += _models_markdown() + _femnist_markdown()
+    lines += _models_markdown() + _emnist_markdown()
     lines += _dp_rec_runs_markdown(runs) + _ratios_markdown(cells)
     lines += _cells_markdown(
         'Communication', ['At the paper\'s N, B and T (GiB).'],

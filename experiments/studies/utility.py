@@ -46,7 +46,7 @@ from experiments.studies import paper
 from tff_dprec.accounting import calibration
 
 # Paper task -> the experiments' task on the paper's data.
-REAL_TASKS = (('mnist', 'mnist'), ('femnist', 'emnist'),
+REAL_TASKS = (('mnist', 'mnist'), ('emnist', 'emnist'),
               ('shakespeare', 'shakespeare'))
 # Always available: (paper task, experiments' task).
 STAND_INS = (('stackoverflow_lr', 'stackoverflow_lr'), ('mnist', 'digits'))
