@@ -27,11 +27,11 @@ class DDGaussAccountingMatchesTffTest(tf.test.TestCase):
     try:
       value_type = tff.to_type([tff.TensorType(np.float32, [30, 10]),
                                 tff.TensorType(np.float32, [10])])
-      plan = registry.build(
+      aggregator = registry.build(
           'ddgauss16', value_type=value_type, population=500,
           clients_per_round=5, rounds=20, target_epsilon=4.0, delta=1e-4,
           bits=7, grouping='tensor', noise_stddev=0.1, l2_clip=0.3)
-      process = plan.factory.create(value_type)
+      process = aggregator.factory.create(value_type)
       values = [[np.full((30, 10), 0.01, np.float32),
                  np.full(10, 0.01, np.float32)] for _ in range(5)]
       measured = process.next(process.initialize(),
@@ -39,7 +39,7 @@ class DDGaussAccountingMatchesTffTest(tf.test.TestCase):
     finally:
       tff.backends.native.set_sync_local_cpp_execution_context()
     params = baselines.ddgauss_params(
-        noise_multiplier=plan.params['noise_multiplier'], l2_clip=0.3,
+        noise_multiplier=aggregator.params['noise_multiplier'], l2_clip=0.3,
         bits=16, clients_per_round=5, dimension=310)
     self.assertEqual(int(measured['padded_dim']), params.padded_dim)
     self.assertAllClose(measured['scale_factor'], params.scale, rtol=1e-5)
@@ -57,10 +57,10 @@ class FixedNoiseMultiplierTest(tf.test.TestCase):
                   bits=7, grouping='tensor', noise_stddev=0.1, l2_clip=0.3)
 
   def test_given_noise_is_used_and_its_epsilon_reported(self):
-    plan = registry.build('dp_fedavg', target_epsilon=50.0,
+    aggregator = registry.build('dp_fedavg', target_epsilon=50.0,
                           noise_multiplier=0.9, **self._SETTING)
-    self.assertEqual(plan.params['noise_multiplier'], 0.9)
-    self.assertEqual(plan.epsilon_after(5), accounting.dp_fedavg_epsilon(
+    self.assertEqual(aggregator.params['noise_multiplier'], 0.9)
+    self.assertEqual(aggregator.epsilon_after(5), accounting.dp_fedavg_epsilon(
         noise_multiplier=0.9, population=100, clients_per_round=10, rounds=5,
         delta=1e-3))
     calibrated = registry.build('dp_fedavg', target_epsilon=50.0,
@@ -82,11 +82,11 @@ class FixedNoiseMultiplierTest(tf.test.TestCase):
                      r'idealisation .* docs/PRIVACY.md section 7')
 
   def test_given_clip_ratio_is_used_and_checked(self):
-    plan = registry.build('dp_rec', target_epsilon=50.0, clip_ratio=0.8,
+    aggregator = registry.build('dp_rec', target_epsilon=50.0, clip_ratio=0.8,
                       **self._SETTING)
-    self.assertEqual(plan.params['clip_ratio'], 0.8)
-    self.assertAllClose(plan.params['l2_clip'], 0.08)
-    self.assertLessEqual(plan.epsilon_after(5), 50.0)
+    self.assertEqual(aggregator.params['clip_ratio'], 0.8)
+    self.assertAllClose(aggregator.params['l2_clip'], 0.08)
+    self.assertLessEqual(aggregator.epsilon_after(5), 50.0)
     with self.assertRaisesRegex(ValueError, r'clip_ratio=3.0 gives epsilon='
                                 r'.* above target_epsilon=1.0'):
       registry.build('dp_rec', target_epsilon=1.0, clip_ratio=3.0,
@@ -165,18 +165,19 @@ class RecTest(tf.test.TestCase):
   _SETTING = dict(InLawTest._SETTING, bits=5)
 
   def test_compression_only_has_its_own_factory(self):
-    plan = registry.build('rec', **self._SETTING)
-    self.assertFalse(plan.private)
-    self.assertIsInstance(plan.rec_sum,
+    aggregator = registry.build('rec', **self._SETTING)
+    self.assertFalse(aggregator.private)
+    self.assertIsInstance(aggregator.rec_sum,
                           rec_compression.RecCompressionSumFactory)
-    self.assertNotIsInstance(plan.rec_sum, dp_rec.DpRecSumFactory)
-    self.assertIsNone(plan.epsilon_after)
+    self.assertNotIsInstance(aggregator.rec_sum, dp_rec.DpRecSumFactory)
+    self.assertIsNone(aggregator.epsilon_after)
 
   def test_dp_rec_is_the_private_factory_with_the_calibrated_clip(self):
-    plan = registry.build('dp_rec', **self._SETTING)
-    self.assertIsInstance(plan.rec_sum, dp_rec.DpRecSumFactory)
-    self.assertEqual(plan.rec_sum.clip_ratio, plan.params['clip_ratio'])
-    self.assertEqual(plan.upload_bits_per_client,
+    aggregator = registry.build('dp_rec', **self._SETTING)
+    self.assertIsInstance(aggregator.rec_sum, dp_rec.DpRecSumFactory)
+    self.assertEqual(aggregator.rec_sum.clip_ratio,
+                     aggregator.params['clip_ratio'])
+    self.assertEqual(aggregator.upload_bits_per_client,
                      registry.build('rec', **self._SETTING)
                      .upload_bits_per_client)
 

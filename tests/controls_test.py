@@ -63,10 +63,10 @@ class ControlPlanTest(tf.test.TestCase):
       config = config_lib.RunConfig(
           task='stackoverflow_lr', aggregators=(name,), bits=4, rounds=2,
           clients_per_round=4, target_epsilon=8.0).resolved(task)
-      plan = run_setup.calibrated_aggregator(task, config, name,
+      aggregator = run_setup.calibrated_aggregator(task, config, name,
                                              record_messages=False)
       lines = []
-      built = seed_run.build_aggregator(task, config, plan, None,  # pylint: disable=protected-access
+      built = seed_run.build_aggregator(task, config, aggregator, None,  # pylint: disable=protected-access
                                          lines.append)
       self.assertEqual(built.server_lr, lr, msg=name)
       optimizer = (d.server_optimizer if name == 'fedavg' else
@@ -104,22 +104,22 @@ class ControlPlanTest(tf.test.TestCase):
       plan_search.auto_bits(lambda b: refuses_few_bits(b - 10))
 
   def test_fixed_clip_ratio_takes_its_bits_from_it(self):
-    plan = registry.build('dp_rec', **dict(_SETTING, bits=None, clip_ratio=0.5,
-                                       target_epsilon=50.0))
+    aggregator = registry.build('dp_rec', **dict(
+        _SETTING, bits=None, clip_ratio=0.5, target_epsilon=50.0))
     # c = 0.5: 0.125 + 2 nats: 3 bits (2.08 nats) fall short, 4 suffice.
-    self.assertEqual(plan.params['bits'], 4)
-    self.assertTrue(plan.params['bits_from_c'])
+    self.assertEqual(aggregator.params['bits'], 4)
+    self.assertTrue(aggregator.params['bits_from_c'])
     self.assertEqual(
         registry.build('rec', **dict(_SETTING, bits=None)).params['bits'],
         aggregator_builders.PAPER_BITS)
 
   def test_dp_rec_plan_picks_bits_from_c(self):
-    plan = registry.build('dp_rec', **dict(_SETTING, bits=None))
-    c, bits = plan.params['clip_ratio'], plan.params['bits']
-    self.assertTrue(plan.params['bits_from_c'])
+    aggregator = registry.build('dp_rec', **dict(_SETTING, bits=None))
+    c, bits = aggregator.params['clip_ratio'], aggregator.params['bits']
+    self.assertTrue(aggregator.params['bits_from_c'])
     self.assertGreaterEqual(bits * np.log(2),
                             c * c / 2 + plan_search.REC_MARGIN_NATS)
-    self.assertEqual(plan.upload_bits_per_client,
+    self.assertEqual(aggregator.upload_bits_per_client,
                      registry.build('dp_rec', **dict(_SETTING, bits=bits))
                      .upload_bits_per_client)
 

@@ -34,8 +34,8 @@ _TINY = dict(seed=2, train_clients=12, heldout_clients=4, test_clients=4,
              std_examples=60.0, max_examples=300)
 
 
-class _Plan:
-  """What `execution.build_process` reads of a plan."""
+class _Aggregator:
+  """What `execution.build_process` reads of a calibrated aggregator."""
 
   def __init__(self, factory, private):
     self.factory = factory
@@ -58,16 +58,16 @@ class FastPathIsBitIdenticalTest(tf.test.TestCase):
     cls.rounds = [ids[:3], ids[2:5]]
     assert sizes[order[0]] > cls.task.defaults.batch_size
 
-  def _models(self, plan, path):
+  def _models(self, aggregator, path):
     task = self.task
     optimizer = tff.learning.optimizers.build_sgdm(0.5, momentum=0.9)
     if path == 'fast':
       process = task.learning_process(
-          execution.build_process(task, plan, 0.3, optimizer))
+          execution.build_process(task, aggregator, 0.3, optimizer))
       make_input = task.round_input
     else:
       process = execution.build_process(
-          task, plan, 0.3, optimizer,
+          task, aggregator, 0.3, optimizer,
           loop_implementation=tff.learning.LoopImplementation.DATASET_REDUCE)
       make_input = stackoverflow_arrays.ClientDatasets(
           task.client_data.source, task.defaults.batch_size,
@@ -83,9 +83,9 @@ class FastPathIsBitIdenticalTest(tf.test.TestCase):
       models.append(process.get_model_weights(state).trainable)
     return models
 
-  def _assert_identical(self, plan):
-    fast = self._models(plan, 'fast')
-    reference = self._models(plan, 'reference')
+  def _assert_identical(self, aggregator):
+    fast = self._models(aggregator, 'fast')
+    reference = self._models(aggregator, 'reference')
     for f, r in zip(fast, reference):
       for a, b in zip(f, r):
         np.testing.assert_array_equal(a, b)
@@ -96,10 +96,10 @@ class FastPathIsBitIdenticalTest(tf.test.TestCase):
 
   def test_fedavg(self):
     self._assert_identical(
-        _Plan(tff.aggregators.UnweightedMeanFactory(), private=False))
+        _Aggregator(tff.aggregators.UnweightedMeanFactory(), private=False))
 
   def test_dp_fedavg_clipping_without_noise(self):
-    self._assert_identical(_Plan(
+    self._assert_identical(_Aggregator(
         tff.aggregators.DifferentiallyPrivateFactory.gaussian_fixed(
             noise_multiplier=0.0, clients_per_round=3, clip=0.05),
         private=True))
@@ -107,12 +107,12 @@ class FastPathIsBitIdenticalTest(tf.test.TestCase):
   def test_dp_rec_in_insecure_test_mode(self):
     value_type = tff.learning.models.weights_type_from_model(
         self.task.baseline.model_fn).trainable
-    plan = registry.build(
+    aggregator = registry.build(
         'dp_rec', value_type=value_type, population=self.task.population,
         clients_per_round=3, rounds=2, target_epsilon=8.0, delta=1e-3,
         bits=4, grouping='network', noise_stddev=0.05, l2_clip=None,
         insecure_test_seed=11)
-    self._assert_identical(plan)
+    self._assert_identical(aggregator)
 
 
 class BenchmarkTest(tf.test.TestCase):

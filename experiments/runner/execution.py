@@ -16,7 +16,9 @@ from typing import Optional
 import tensorflow_federated as tff
 
 from tff_dprec import learning
+from tff_dprec import process_check
 from tff_dprec import worker_reaper
+from tff_dprec.aggregators import dp_rec
 
 from experiments.data import tasks as tasks_lib
 from experiments.infra import compile_cache
@@ -61,6 +63,10 @@ def build_process(task: tasks_lib.Task, aggregator, client_lr: float,
                       tff.learning.LoopImplementation.DATASET_ITERATOR)):
   """TFF's unweighted FedAvg with a calibrated aggregator's factory.
 
+  A DP-REC protocol run's process is checked (`tff_dprec.process_check`,
+  strict): `ClientDataOutsideDpRecError` if any client data other than its
+  DP-REC messages would reach the server.
+
   The client's loop over its batches is a `tf.while_loop` over a dataset
   iterator (`DATASET_ITERATOR`), TFF's other choice: it computes the same
   updates as `DATASET_REDUCE` (TFF's default), bit for bit
@@ -73,12 +79,17 @@ def build_process(task: tasks_lib.Task, aggregator, client_lr: float,
   if aggregator.private_setting:
     metrics['metrics_aggregator'] = learning.no_client_metrics
   with _fixed_keras_seeds():
-    return tff.learning.algorithms.build_unweighted_fed_avg(
+    process = tff.learning.algorithms.build_unweighted_fed_avg(
         task.baseline.model_fn,
         client_optimizer_fn=tff.learning.optimizers.build_sgdm(client_lr),
         server_optimizer_fn=server_optimizer,
         model_aggregator=aggregator.factory,
         loop_implementation=loop_implementation, **metrics)
+  if isinstance(getattr(aggregator, 'rec_sum', None), dp_rec.DpRecSumFactory):
+    # The protocol's runs: nothing but DP-REC messages (and the public count
+    # of them) leaves the clients, read off the built computation.
+    process_check.check_process(process, strict=True)
+  return process
 
 
 @contextlib.contextmanager
