@@ -220,6 +220,36 @@ class GoldenTest(parameterized.TestCase):
                   f'v2 {c1["kind"]}{c1["args"]}')
     self.assertGreater(moved, 0)
 
+  def test_worst_pair_cases_are_at_least_the_monte_carlo_pipelines(self):
+    # Every value pinned with the worst pair's certified profile against
+    # the same pipeline with step 3 replaced by a Monte Carlo of the
+    # antipodal pair's profile, mean - 4 SE (`experiments.worst_pair`, at
+    # a small sample size, fixed seed): an epsilon is at least the Monte
+    # Carlo's, a calibrated c at most the Monte Carlo's. The Monte Carlo
+    # is a lower estimate of the true profile, so a certified value on the
+    # wrong side of it would be a rounding in the wrong direction.
+    from experiments.studies import worst_pair  # pylint: disable=g-import-not-at-top
+    checked = 0
+    for case in _load(_GOLDEN_V2):
+      kind, args, golden = case['kind'], case['args'], case['value']
+      if (not cases.uses_worst_pair(kind, args) or
+          kind not in ('dp_rec_epsilon', 'clip_ratio', 'dp_rec_rounds')):
+        continue
+      with worst_pair.step_three('monte_carlo', samples=500, seed=0):
+        estimate = cases.compute(kind, args)
+      name = f'v2 {kind}{args}'
+      if kind == 'clip_ratio':
+        self.assertLessEqual(golden, estimate, name)
+        # And tight: within 3% of even this small Monte Carlo's c.
+        self.assertLessEqual(estimate, 1.03 * golden, name)
+      else:
+        golden = golden if isinstance(golden, list) else [golden]
+        estimate = estimate if isinstance(estimate, list) else [estimate]
+        for g, e in zip(golden, estimate, strict=True):
+          self.assertGreaterEqual(g, e, name)
+      checked += 1
+    self.assertEqual(checked, 3)
+
   def test_the_per_round_curve(self):
     # What a run reports after each round (`DpRecEpsilonCurve`), against the
     # golden per-round epsilons computed from scratch round by round.
