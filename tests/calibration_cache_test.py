@@ -54,36 +54,6 @@ class CalibrationCacheTest(unittest.TestCase):
     self.assertEqual(checked, [2.0, 1.5])
     self.assertEqual(self.calls, [2.0])
 
-  def test_remember_returns_a_cached_outcome_that_passes_its_check(self):
-    computed, asked = [], []
-
-    def compute():
-      computed.append(1)
-      return [3272, 5]
-
-    def check(value):
-      asked.append(value)
-      return value[0] > 3000
-
-    for _ in range(3):
-      self.assertEqual(calibration_cache.remember('s', compute, check, b=40),
-                       [3272, 5])
-    self.assertEqual((len(computed), asked), (1, [[3272, 5]]))
-    calibration_cache.remember('s', compute, check, b=41)
-    self.assertEqual(len(computed), 2)  # Another key.
-    self.assertIsNone(calibration_cache.remember('n', lambda: None,
-                                                 lambda v: True))
-    self.assertIsNone(calibration_cache.remember(
-        'n', lambda: self.fail('recomputed'), lambda v: True))
-
-  def test_remember_recomputes_an_outcome_that_fails_its_check(self):
-    calibration_cache.remember('s', lambda: [10, 5], lambda v: True, b=40)
-    self.assertEqual(calibration_cache.remember(
-        's', lambda: [3272, 5], lambda v: v[0] > 3000, b=40), [3272, 5])
-    self.assertEqual(calibration_cache.remember(
-        's', lambda: self.fail('recomputed'), lambda v: v[0] > 3000, b=40),
-                     [3272, 5])  # The recomputed outcome was stored.
-
   def test_key_includes_arguments_and_target(self):
     epsilon = lambda v: 0.0
     calibration_cache.calibrate('t', self._calibrate, epsilon, 1.0, x=2.0)
@@ -119,9 +89,7 @@ class CalibrationCacheTest(unittest.TestCase):
       for _ in range(2):
         calibration_cache.calibrate('t', self._calibrate, lambda v: 0.0, 1.0,
                                     x=2.0)
-        calibration_cache.remember('s', lambda: self.calls.append(0),
-                                   lambda v: True)
-    self.assertEqual(len(self.calls), 4)
+    self.assertEqual(len(self.calls), 2)
     self.assertEqual(os.listdir(self.folder), [])
 
   def test_fingerprint_covers_the_accountant_source(self):

@@ -1,5 +1,6 @@
-"""Tests for experiments.runner.planning: the planner through the cache."""
+"""Tests for experiments.runner.planning: the library's planner, memoised."""
 
+import json
 import os
 import types
 from unittest import mock
@@ -14,6 +15,7 @@ from experiments.runner import config as config_lib
 from experiments.runner import planning
 from experiments.runner import registry
 from tff_dprec import accounting
+from tff_dprec import plan as plan_lib
 from tff_dprec.plan import markdown as plan_markdown
 from tests import support
 
@@ -57,85 +59,74 @@ class PlanningTest(absltest.TestCase):
         l2_clip=c.l2_clip, record_messages=False, accounting=c.accounting)
             for name in _AGGREGATORS}
 
-  def _plan_counting(self, dp_rec_plan, names):
-    """(plan_for_run's result, {name: calls}) for `accounting`'s `names`."""
+  def _plan_counting(self, dp_rec_aggregator, names):
+    """(plan_for_run's result, {name: calls}) for the accountant's `names`."""
     patchers = [mock.patch.object(accounting, n, wraps=getattr(accounting, n))
                 for n in names]
     mocks = [p.start() for p in patchers]
     try:
-      result = planning.plan_for_run(self.task, self.config, dp_rec_plan)
+      result = planning.plan_for_run(self.task, self.config,
+                                     dp_rec_aggregator)
     finally:
       for p in patchers:
         p.stop()
     return result, {n: m.call_count for n, m in zip(names, mocks)}
 
-  def test_a_second_planning_calibrates_nothing_and_agrees(self):
-    dp_rec_plan = self._calibrate_aggregators()['dp_rec']
-    first, calls = self._plan_counting(dp_rec_plan, _CALIBRATIONS)
-    # DP-FedAvg under RDP and the break-even's clients per round are the
-    # planner's own; DP-REC, DP-FedAvg and DDGauss at B are the run's.
-    self.assertEqual(calls['calibrate_dp_fedavg_noise'], 1)
-    self.assertEqual(calls['calibrate_ddgauss_noise'], 0)
+  def test_the_library_planner_memoised_and_printed(self):
+    dp_rec_aggregator = self._calibrate_aggregators()['dp_rec']
+    # The library's planner, with its own calibrations.
+    with mock.patch.dict(os.environ, {calibration_cache.ENV: 'off'}):
+      direct = plan_lib.plan(**planning.planner_arguments(
+          self.task, self.config, dp_rec_aggregator))
+    first, calls = self._plan_counting(dp_rec_aggregator, _CALIBRATIONS)
+    self.assertEqual(first, direct)
+    self.assertGreater(calls['calibrate_clip_ratio'], 0)
     self.assertTrue(first.dp_rec.break_even_searched)
     self.assertIsNotNone(first.dp_rec.break_even)
-    # The planner's own values, read back from the cache, are checked
-    # against the target: DP-REC's c at B' (the break-even's outcome is
-    # cached) and DP-FedAvg's z under RDP; the run's were checked before.
-    checks = dict(dict.fromkeys(_CALIBRATIONS + _EPSILONS, 0),
-                  dp_rec_epsilon=1, dp_fedavg_epsilon=1)
-    second, calls = self._plan_counting(dp_rec_plan,
+    # Planned again (this process or another, the same cache): read back
+    # whole, nothing calibrated or evaluated, equal in every field.
+    second, calls = self._plan_counting(dp_rec_aggregator,
                                         _CALIBRATIONS + _EPSILONS)
-    self.assertEqual(calls, checks)
-    self.assertEqual(second, first)
-    # Each once per process: a third planning evaluates nothing.
-    third, calls = self._plan_counting(dp_rec_plan,
-                                       _CALIBRATIONS + _EPSILONS)
     self.assertEqual(calls, dict.fromkeys(_CALIBRATIONS + _EPSILONS, 0))
-    self.assertEqual(third, first)
+    self.assertEqual(second, first)
     # What a run prints before training: this plan, each line prefixed.
     lines = []
-    self.assertEqual(planning.print_plan(self.task, self.config, dp_rec_plan,
-                                         lines.append), first)
+    self.assertEqual(planning.print_plan(self.task, self.config,
+                                         dp_rec_aggregator, lines.append),
+                     first)
     self.assertEqual(lines, [
         '[small] The planner (python -m tff_dprec.plan) at this setting, '
         'before training:'] + [f'[small] {line}'
                                for line in plan_markdown.format_plan(first)])
     self.assertTrue(any('DP-REC break-even:' in line for line in lines))
-    # Another process with the same cache, as the main job run again: the
-    # run's aggregators check their values, then the planner its own.
-    calibration_cache._CHECKED.clear()
-    self._calibrate_aggregators()
-    fourth, calls = self._plan_counting(dp_rec_plan,
-                                        _CALIBRATIONS + _EPSILONS)
-    self.assertEqual(calls, checks)
-    self.assertEqual(fourth, first)
-    with mock.patch.dict(os.environ, {calibration_cache.ENV: 'off'}):
-      self.assertEqual(planning.plan_for_run(self.task, self.config,
-                                             dp_rec_plan), first)
 
-  def test_a_cached_break_even_that_misses_is_searched_again(self):
-    dp_rec_plan = self._calibrate_aggregators()['dp_rec']
-    first = planning.plan_for_run(self.task, self.config, dp_rec_plan)
-    found = first.dp_rec.break_even
-    calibration_cache._CHECKED.clear()
-    # A stored B' one client lower misses DP-FedAvg's noise (B' is the
-    # smallest hit): the search runs again and finds B'.
-    with mock.patch.object(calibration_cache, '_read',
-                           side_effect=_lowering(found.clients_per_round)):
-      again = planning.plan_for_run(self.task, self.config, dp_rec_plan)
-    self.assertEqual(again, first)
+  def test_another_planner_or_setting_is_planned_again(self):
+    dp_rec_aggregator = self._calibrate_aggregators()['dp_rec']
+    first = planning.plan_for_run(self.task, self.config, dp_rec_aggregator)
+    # The planner's source changed: its memo is not used.
+    with mock.patch.object(planning, '_planner_fingerprint',
+                           return_value='another planner'):
+      _, calls = self._plan_counting(dp_rec_aggregator, _CALIBRATIONS)
+    self.assertGreater(calls['calibrate_clip_ratio'], 0)
+    # Another target: planned afresh, and not the first plan.
+    other = config_lib.RunConfig(**{**self.config.asdict(),
+                                    'target_epsilon': 4.0})
+    again = planning.plan_for_run(self.task, other, dp_rec_aggregator)
+    self.assertEqual(again.federation.target_epsilon, 4.0)
+    self.assertNotEqual(again, first)
 
-
-def _lowering(clients):
-  """`calibration_cache._read` with a stored break-even one client lower."""
-  read = calibration_cache._read
-
-  def fake(path):
-    found, value = read(path)
-    if found and isinstance(value, list) and value[0] == clients:
-      return True, [clients - 1, value[1]]
-    return found, value
-  return fake
+  def test_an_unreadable_memo_is_planned_again(self):
+    dp_rec_aggregator = self._calibrate_aggregators()['dp_rec']
+    first = planning.plan_for_run(self.task, self.config, dp_rec_aggregator)
+    folder = os.path.join(os.environ[calibration_cache.ENV], 'plans')
+    (name,) = os.listdir(folder)
+    with open(os.path.join(folder, name), 'w') as f:
+      f.write('{"dp_rec": ')
+    self.assertEqual(planning.plan_for_run(self.task, self.config,
+                                           dp_rec_aggregator), first)
+    # ...and the memo is whole again.
+    with open(os.path.join(folder, name)) as f:
+      self.assertEqual(planning.plan_from_json(json.load(f)), first)
 
 
 if __name__ == '__main__':

@@ -6,13 +6,10 @@ result by the calibration's name, its arguments and a hash of the
 accountants' source (tff_dprec/accounting/*.py and the dp_accounting
 version), stores it as one small JSON file per key (written atomically, so
 concurrent processes are safe), and on a hit re-evaluates epsilon at the
-cached value once per process (a value read again under the same key, as
-when the planner asks for the calibrations the run's aggregators made, is
+cached value once per process (a value read again under the same key is
 not evaluated again): a value whose epsilon exceeds the target is never
 returned (it is recomputed). The cache only saves time; every value it
 returns was checked against the target by the current accountant.
-`remember` keeps a search's outcome over such calibrations (the planner's
-break-even) the same way, checked by the caller's test.
 
 A resumed run pins the values it started with (`pinned`): another machine's
 calibration can differ from them in the last bits (FFTs round differently)
@@ -32,7 +29,7 @@ import json
 import math
 import os
 import tempfile
-from typing import Any, Callable, Iterable
+from typing import Callable, Iterable
 
 ENV = 'TFF_DPREC_CALIBRATION_CACHE'
 _DEFAULT = os.path.join('~', '.cache', 'tff_dprec', 'calibrations')
@@ -150,34 +147,6 @@ def calibrate(name: str, calibrate_fn: Callable[..., float],
   if key is not None:
     _write(folder, key, value)
   return _pin(value, epsilon_fn, target_epsilon)
-
-
-def remember(name: str, compute_fn: Callable[[], Any],
-             check_fn: Callable[[Any], bool], **kwargs) -> Any:
-  """`compute_fn()`, a search's outcome over calibrations, cached.
-
-  Keyed as `calibrate`'s values are (`name`, `kwargs`, the accountants'
-  fingerprint); a cached value is returned only where `check_fn(value)`
-  holds (asked once per process), else it is recomputed.
-
-  Args:
-    name: The outcome (part of the key), e.g. 'plan_dp_rec_break_even'.
-    compute_fn: Computes it: None, a number, or a list of them (what JSON
-      gives back as it was).
-    check_fn: Whether a cached value may be returned.
-    **kwargs: Everything the outcome depends on (part of the key; must be
-      JSON-serialisable).
-  """
-  folder = directory()
-  if folder is None:
-    return compute_fn()
-  key = _key([name, accountant_fingerprint(), kwargs])
-  found, cached = _read(os.path.join(folder, key + '.json'))
-  if found and _checked(key, cached, check_fn):
-    return cached
-  value = compute_fn()
-  _write(folder, key, value)
-  return value
 
 
 def checked_values() -> list:

@@ -5,122 +5,28 @@ is from DP-FedAvg's noise there and at which clients per round it would
 match it. The planner calibrates each mechanism with its default accountant
 (PLD for DP-REC and DP-FedAvg, RDP for DDGauss) and DP-REC's bits from c,
 whatever `--accounting`, `--clip_ratio` or `--bits` the run itself uses: it
-answers "what would the defaults give here". Calibrations go through the
-run's on-disk cache (`calibration_cache`), under the names and keys the
-aggregators' builders (`registry`) use, and so do the outcome of the
-break-even search and the margin checks that settle DP-REC's bits: a run
-built before finds every value there, each calibration checked against
-the target once per process.
+answers "what would the defaults give here". It is the library's planner,
+called with its own calibrations; the runner memoises its whole answer on
+disk (`memoised_plan`), so a run planned before prints its lines at once.
 """
 
 import functools
+import glob
 import hashlib
+import json
+import os
 
+import attrs
 import tensorflow as tf
 
+from experiments.infra import atomic_files
 from experiments.runner import calibration_cache
 from experiments.runner import execution
-from tff_dprec import accounting
 from tff_dprec import history
 from tff_dprec import plan as plan_lib
 from tff_dprec import sizes
-from tff_dprec.accounting import accountings
-from tff_dprec.accounting import calibration
 from tff_dprec.plan import markdown as plan_markdown
 from tff_dprec.plan import planner as plan_planner
-from tff_dprec.plan import search as plan_search
-
-
-class CachedCalibrations(plan_lib.Calibrations):
-  """`plan_lib.Calibrations` through the experiments' calibration cache.
-
-  Each value is asked of the cache once per instance, as the base class
-  computes each once.
-  """
-
-  @functools.lru_cache(maxsize=None)
-  def dp_rec_clip_ratio(self, clients_per_round, bits, num_groups):
-    fed = self.federation
-    common = dict(population=fed.population,
-                  clients_per_round=clients_per_round, delta=fed.delta)
-    message = dict(bits=bits, num_groups=num_groups,
-                   accounting=accountings.MIN_PLD_RDP)
-    return calibration.round_down(calibration_cache.calibrate(
-        'dp_rec_clip_ratio', accounting.calibrate_clip_ratio,
-        lambda c: accounting.dp_rec_epsilon(
-            clip_ratio=c, rounds=fed.rounds, **message, **common),
-        fed.target_epsilon, rounds=fed.rounds, **message, **common))
-
-  @functools.lru_cache(maxsize=None)
-  def dp_fedavg_noise(self, accountant):
-    fed = self.federation
-    return calibration.round_up(calibration_cache.calibrate(
-        'dp_fedavg_noise_multiplier', accounting.calibrate_dp_fedavg_noise,
-        lambda z: accounting.dp_fedavg_epsilon(
-            noise_multiplier=z, rounds=fed.rounds, accounting=accountant,
-            **_common(fed)),
-        fed.target_epsilon, rounds=fed.rounds, accounting=accountant,
-        **_common(fed)))
-
-  @functools.lru_cache(maxsize=None)
-  def ddgauss_noise(self, l2_clip, bits):
-    fed = self.federation
-    settings = dict(l2_clip=l2_clip, bits=bits, rounds=fed.rounds,
-                    dimension=fed.dimension, **_common(fed))
-    return calibration_cache.calibrate(
-        'ddgauss_noise_multiplier', accounting.calibrate_ddgauss_noise,
-        lambda z: accounting.ddgauss_epsilon(noise_multiplier=z, **settings),
-        fed.target_epsilon, **settings)
-
-  def dp_rec_misses_margin(self, clients_per_round, bits, num_groups):
-    """The planner's margin check (one epsilon), cached.
-
-    Not checked again on a hit: it only settles which bits to calibrate,
-    and the c calibrated at the bits chosen is checked as any other.
-    """
-    fed = self.federation
-    return calibration_cache.remember(
-        'plan_dp_rec_misses_margin',
-        lambda: super(CachedCalibrations, self).dp_rec_misses_margin(
-            clients_per_round, bits, num_groups),
-        lambda missed: isinstance(missed, bool),
-        target_epsilon=fed.target_epsilon, bits=bits, num_groups=num_groups,
-        rounds=fed.rounds, population=fed.population,
-        clients_per_round=clients_per_round, delta=fed.delta,
-        planner=_planner_fingerprint())
-
-  def dp_rec_break_even(self, target_noise, bits, num_groups, at_b):
-    """The search's (B', bits) cached; c at B' from its own cache entry.
-
-    A cached B' is returned where DP-REC's c there, checked against the
-    target by its entry, still gives a relative noise within
-    `target_noise`; otherwise the search runs again.
-    """
-    fed = self.federation
-
-    def search():
-      found = super(CachedCalibrations, self).dp_rec_break_even(
-          target_noise, bits, num_groups, at_b)
-      return None if found is None else [found[0], found[2]]
-
-    def still_a_hit(found):
-      if found is None:
-        return True  # No B' <= N: nothing calibrated to check.
-      clients, chosen = found
-      return plan_search.dp_rec_relative_noise(
-          self.dp_rec_clip_ratio(clients, chosen, num_groups),
-          clients) <= target_noise
-
-    found = calibration_cache.remember(
-        'plan_dp_rec_break_even', search, still_a_hit,
-        target_epsilon=fed.target_epsilon, target_noise=target_noise,
-        bits=bits, num_groups=num_groups, rounds=fed.rounds,
-        at_b=list(at_b), planner=_planner_fingerprint(), **_common(fed))
-    if found is None:
-      return None
-    clients, chosen = found
-    return clients, self.dp_rec_clip_ratio(clients, chosen,
-                                           num_groups), chosen
 
 
 def full_state_bits(task, config, server_lr, dimension) -> int:
@@ -135,18 +41,28 @@ def full_state_bits(task, config, server_lr, dimension) -> int:
 
 
 def plan_for_run(task, config, dp_rec_aggregator) -> plan_lib.Plan:
-  """The planner at the run's N, B, T, epsilon, delta and DP-REC layout."""
+  """The planner at the run's N, B, T, epsilon, delta and DP-REC layout.
+
+  The library's planner, called as a user would; its `Plan` is memoised on
+  disk (`memoised_plan`).
+  """
+  return memoised_plan(planner_arguments(task, config, dp_rec_aggregator))
+
+
+def planner_arguments(task, config, dp_rec_aggregator) -> dict:
+  """`tff_dprec.plan.plan`'s arguments for the run's setting (JSON types)."""
   dimension = dp_rec_aggregator.download_bits_per_client // sizes.FLOAT_BITS
   params = dp_rec_aggregator.params
   server_lr = config.server_lr_for(task, dp_rec_aggregator.private_setting)
-  return plan_lib.plan(
+  return dict(
       population=task.population, clients_per_round=config.clients_per_round,
       rounds=config.rounds, target_epsilon=config.target_epsilon,
       dimension=int(dimension), delta=config.delta,
       bits=None if params.get('bits_from_c') else params['bits'],
       num_groups=params['num_groups'],
-      full_bits=full_state_bits(task, config, server_lr, int(dimension)),
-      ddgauss_l2_clip=config.l2_clip, calibrations=CachedCalibrations)
+      full_bits=int(full_state_bits(task, config, server_lr,
+                                    int(dimension))),
+      ddgauss_l2_clip=config.l2_clip)
 
 
 def print_plan(task, config, dp_rec_aggregator, print_fn):
@@ -167,16 +83,55 @@ def print_plan(task, config, dp_rec_aggregator, print_fn):
   return result
 
 
+def memoised_plan(arguments: dict) -> plan_lib.Plan:
+  """`tff_dprec.plan.plan(**arguments)`, memoised on disk.
+
+  A plain memo around the planner: keyed by the arguments, the accountants'
+  fingerprint (`calibration_cache.accountant_fingerprint`) and the
+  planner's source, stored as the plan's fields in JSON under the
+  calibration cache's folder (`plans/`), and off where that cache is. The
+  planner's lines only inform (a run's own parameters are calibrated and
+  checked by `run_setup`), so a hit is not re-evaluated.
+  """
+  folder = calibration_cache.directory()
+  if folder is None:
+    return plan_lib.plan(**arguments)
+  key = hashlib.sha256(json.dumps(
+      [arguments, calibration_cache.accountant_fingerprint(),
+       _planner_fingerprint()], sort_keys=True).encode()).hexdigest()
+  path = os.path.join(folder, 'plans', key + '.json')
+  try:
+    with open(path) as f:
+      return plan_from_json(json.load(f))
+  except (OSError, ValueError, KeyError, TypeError):
+    pass  # Not stored yet, or unreadable: planned again.
+  result = plan_lib.plan(**arguments)
+  try:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    atomic_files.write_json(path, attrs.asdict(result))
+  except OSError:
+    pass  # A memo that cannot be written costs only time.
+  return result
+
+
+def plan_from_json(fields: dict) -> plan_lib.Plan:
+  """The `Plan` whose `attrs.asdict` is `fields`."""
+  dp_rec = dict(fields['dp_rec'])
+  if dp_rec.get('break_even') is not None:
+    dp_rec['break_even'] = plan_lib.BreakEven(**dp_rec['break_even'])
+  return plan_lib.Plan(
+      federation=plan_lib.Federation(**fields['federation']),
+      dp_rec=plan_lib.DpRecPlan(**dp_rec),
+      dp_fedavg=plan_lib.DpFedAvgPlan(**fields['dp_fedavg']),
+      ddgauss=plan_lib.DdgaussPlan(**fields['ddgauss']))
+
+
 @functools.lru_cache(maxsize=1)
 def _planner_fingerprint() -> str:
-  """Hash of the planner's searches (a cached outcome is theirs)."""
+  """Hash of the planner's source (a memoised plan is its answer)."""
   digest = hashlib.sha256()
-  for module in (plan_planner, plan_search):
-    with open(module.__file__, 'rb') as f:
-      digest.update(f.read())
+  folder = os.path.dirname(plan_planner.__file__)
+  for path in sorted(glob.glob(os.path.join(folder, '*.py'))):
+    with open(path, 'rb') as f:
+      digest.update(os.path.basename(path).encode() + b'\0' + f.read())
   return digest.hexdigest()
-
-
-def _common(fed):
-  return dict(population=fed.population,
-              clients_per_round=fed.clients_per_round, delta=fed.delta)
