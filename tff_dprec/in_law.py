@@ -29,7 +29,7 @@ law is that of s g. This costs K + d normals per group instead of the
 codec's K * d. Groups are drawn independently given the clipped update, as
 the codec's are (their candidates come from disjoint Philox streams).
 docs/PRIVACY.md, section 10, gives the argument in full;
-`tests/in_law_test.py` compares the two laws.
+`tests/library/in_law_test.py` compares the two laws.
 
 The equality is with the idealised codec, whose candidates are i.i.d.
 normals: the model that the accountant (and every proof in docs/PRIVACY.md)

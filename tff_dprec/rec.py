@@ -9,7 +9,7 @@ the index of one candidate drawn from those weights. The receiver regenerates
 candidate k from (R, k) alone.
 
 Wire format (codec version 1). Candidate generation is part of the wire format;
-the golden vectors in `tests/golden/rec_v1.json` pin it:
+the golden vectors in `tests/library/golden/rec_v1.json` pin it:
 
 *   The shared seed is a shape-[2] int64 tensor. Group `g` of a message uses
     the seed `fold_in(seed, g)` (Philox), from which one Philox draw of two

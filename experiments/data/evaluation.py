@@ -69,7 +69,7 @@ def _evaluator(task: tasks_lib.Task):
   digits' test split; a run evaluates every `eval_every` rounds. The model
   is built eagerly and only its variables change between calls
   (`assign_weights_to`), so TFF's later tracing of other models in graphs
-  does not touch it (`tests/evaluation_test.py`).
+  does not touch it (`tests/experiments/evaluation_test.py`).
   """
   # pylint: disable=protected-access
   if task._evaluator is None:
@@ -84,8 +84,8 @@ def _evaluate_logistic_regression(task, model_weights, arrays, max_examples):
   """`evaluate` for TFF's SO-LR model on arrays, in NumPy (30x faster).
 
   The model is one sigmoid Dense layer (kernel, bias) with a summed binary
-  cross-entropy; `tests/stackoverflow_arrays_test.py` checks this against
-  the model's `forward_pass` and Keras' Recall(top_k=5).
+  cross-entropy; `tests/experiments/stackoverflow_arrays_test.py` checks
+  this against the model's `forward_pass` and Keras' Recall(top_k=5).
   """
   kernel, bias = (np.asarray(w, np.float32) for w in model_weights.trainable)
   x, y = arrays

@@ -198,9 +198,10 @@ class ClientTensors(_ClientData):
   ordered examples: `(word_ids int32[w], word_offsets int64[n + 1],
   tags uint8[n, num_tags])`. `dataset_computation` (a TFF computation, run
   inside the round) makes of them the same batched dataset as
-  `ClientDatasets`, bit for bit (`tests/stackoverflow_arrays_test.py`), at a
-  fraction of the cost: TFF moves three tensors instead of a dataset graph
-  with its data inlined.
+  `ClientDatasets`, bit for bit
+  (`tests/experiments/stackoverflow_arrays_test.py`), at a fraction of the
+  cost: TFF moves three tensors instead of a dataset graph with its data
+  inlined.
   """
 
   def __call__(self, client_ids, seed) -> list:

@@ -19,7 +19,8 @@ depend). A file holds the compiled proto behind its SHA-256, written
 atomically (concurrent processes are safe); a file that fails the check or
 does not parse is compiled again and rewritten. A hit returns what the
 compiler returned when the file was written, byte for byte, so a run
-computes the same with or without the cache (`tests/compile_cache_test.py`).
+computes the same with or without the cache
+(`tests/experiments/compile_cache_test.py`).
 
 A computation's proto holds TensorFlow's function names, numbered from one
 process-wide counter (`__inference_client_update_4065`), so a process hits

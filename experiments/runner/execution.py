@@ -70,8 +70,9 @@ def build_process(task: tasks_lib.Task, aggregator, client_lr: float,
   The client's loop over its batches is a `tf.while_loop` over a dataset
   iterator (`DATASET_ITERATOR`), TFF's other choice: it computes the same
   updates as `DATASET_REDUCE` (TFF's default), bit for bit
-  (`tests/throughput_test.py`), at a fifth of the C++ runtime's CPU time
-  per client here (26 against 5 ms; `python -m experiments.bench rounds`).
+  (`tests/experiments/throughput_test.py`), at a fifth of the C++ runtime's
+  CPU time per client here (26 against 5 ms; `python -m experiments.bench
+  rounds`).
   """
   # Private runs release no client training metrics: they would leave the
   # clients outside the DP mechanism.
@@ -104,8 +105,8 @@ def _fixed_keras_seeds():
   caller's `random` state is restored. Other Keras layers that take their
   op seeds from the same source (dropout) get the same seeds in every
   process; none of the privacy mechanisms' randomness does
-  (tests/execution_test.py checks that every stateful random op of the
-  private processes seeds itself at run time).
+  (tests/experiments/execution_test.py checks that every stateful random op
+  of the private processes seeds itself at run time).
   """
   state = random.getstate()
   random.seed(_BUILD_SEED)

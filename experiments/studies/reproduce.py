@@ -50,7 +50,7 @@ toy training runs on tiny embedded data.
 
 Every number attributed to the paper comes from `PAPER`, one entry per number
 with the line of the paper's LaTeX source (arXiv:2111.05454) it is printed on
-(tests/reproduce_test.py checks each against the .tex).
+(tests/experiments/reproduce_test.py checks each against the .tex).
 """
 
 import os

@@ -121,7 +121,7 @@ def subsampled_gaussian_rdp(q: float, noise_multiplier: float,
   dp_accounting's `RdpAccountant` composes this function for
   `PoissonSampledDpEvent(q, GaussianDpEvent(z))`; 0.4.3 exposes neither
   the function nor the accountant's RDP vector, so it is called here by
-  its private name (tests/accounting_baselines_test.py checks that it
+  its private name (tests/library/accounting_baselines_test.py checks that it
   still gives `RdpAccountant`'s epsilon, to the bit). Clamped at 0 (a
   bound rounded up): at tiny q the series rounds to -1e-16, which
   `RdpAccountant.get_epsilon` refuses.
@@ -157,7 +157,7 @@ def _composed_pld(q, noise_multiplier, discretization, rounds):
   The same operations as dp_accounting 0.4.3's `PLDAccountant` for a
   Poisson-subsampled Gaussian (identity composed with the one-round PLD
   self-composed `rounds` times), so the same epsilon to the bit
-  (`tests/accounting_baselines_test.py`); the one-round PLD, whose
+  (`tests/library/accounting_baselines_test.py`); the one-round PLD, whose
   construction is most of the cost (about 1.2 s at z = 0.125 and q = 1.2e-4),
   is built once per (q, z, grid) instead of once per call: a run asks for
   epsilon after every round.

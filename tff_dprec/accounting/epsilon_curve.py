@@ -19,10 +19,11 @@ class DpRecEpsilonCurve:
   """Epsilon of one DP-REC run after any number of rounds.
 
   `epsilon(rounds)` equals `dp_rec_epsilon(rounds=rounds, ...)` with the
-  same arguments (tests/accounting_epsilon_curve_test.py). The accountant
-  composes the rounds not yet composed; an accountant whose composition in
-  steps is not exact (`composes_exactly`: the paper's), or a round count
-  below the one composed, gets a new accountant composed from round 0.
+  same arguments (tests/library/accounting_epsilon_curve_test.py). The
+  accountant composes the rounds not yet composed; an accountant whose
+  composition in steps is not exact (`composes_exactly`: the paper's), or a
+  round count below the one composed, gets a new accountant composed from
+  round 0.
   Values already computed are kept.
   """
 

@@ -6,7 +6,7 @@ grid (lower + i) * discretization and a mass at +infinity, one `LossPmf`
 per direction of the neighbouring relation, a `PrivacyLoss` for the pair.
 The arithmetic follows dp_accounting 0.4.3's PLD module step for step, so
 that epsilons agree with it to float64 round-off
-(tests/accounting_loss_pmf_test.py): at delta ~ 1e-6 the FFT's round-off
+(tests/library/accounting_loss_pmf_test.py): at delta ~ 1e-6 the FFT's round-off
 moves the epsilon by up to 1e-7 relative with the transform's size, so the
 sizes are dp_accounting's. It is faster where it matters to DP-REC's
 accounting:

@@ -81,7 +81,7 @@ def zhu_wang_upper_bound(q: float, base: np.ndarray,
   log1p(expm1(first term) + the others), not by a log-sum-exp, which would
   round 1 + tiny and lose the O(q^2) part (a relative error of 1e-8 at
   SO-LR's q = 1/342477 against 50-digit arithmetic;
-  tests/accounting_rdp_bounds_test.py checks it against mpmath).
+  tests/library/accounting_rdp_bounds_test.py checks it against mpmath).
   """
   log_q = math.log(q)
   log_1mq = math.log1p(-q)

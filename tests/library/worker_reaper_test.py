@@ -14,8 +14,9 @@ from tensorflow_federated.python.core.impl.executor_stacks import (
 
 from absl.testing import absltest
 from tff_dprec import worker_reaper
+from tests import support
 
-_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_ROOT = support.REPO
 
 
 class StartPromptlyTest(absltest.TestCase):

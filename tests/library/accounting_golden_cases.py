@@ -1,17 +1,18 @@
 """The accounting golden table: its cases, how each is computed, the file.
 
-`tests/golden/accounting_v1.json` pins about 30 values of the accountants,
-calibrations and planner (epsilons under each accounting, calibrated clip
-ratios and noise multipliers, the planner's JSON, per-round epsilons),
-computed by the accounting code before its speed-up. The golden test
-(`accounting_golden_test`) recomputes each with the current code and
-accepts a value only when it is equal (relative 1e-9) or more private.
+`tests/library/golden/accounting_v1.json` pins about 30 values of the
+accountants, calibrations and planner (epsilons under each accounting,
+calibrated clip ratios and noise multipliers, the planner's JSON,
+per-round epsilons), computed by the accounting code before its speed-up.
+The golden test (`accounting_golden_test`) recomputes each with the
+current code and accepts a value only when it is equal (relative 1e-9) or
+more private.
 Cases of one group under the PLD (`uses_worst_pair`) moved with the worst
 pair's profile (docs/PRIVACY.md Section 11); `accounting_v2.json` pins
 every case to that accountant, written once with it.
 
-`python -m tests.accounting_golden_cases --out=PATH` writes the table from
-whatever `tff_dprec` is importable; it was run once, against the code
+`python -m tests.library.accounting_golden_cases --out=PATH` writes the
+table from whatever `tff_dprec` is importable; it was run once, against the code
 before the speed-up, and must not be rerun against later code (that would
 pin the later code's values instead).
 """

@@ -12,6 +12,7 @@ from absl.testing import parameterized
 
 from tff_dprec import accounting
 from tff_dprec.accounting import __main__ as cli
+from tests import support
 
 
 def _run(argv):
@@ -22,7 +23,7 @@ def _run(argv):
 
 
 _SO = ['--population=342477', '--clients_per_round=60', '--rounds=1500']
-_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_ROOT = support.REPO
 
 
 class CliTest(parameterized.TestCase):

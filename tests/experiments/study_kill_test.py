@@ -24,7 +24,7 @@ import tensorflow as tf
 
 from tests import support
 
-_REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_REPO = support.REPO
 _SEED = int(os.environ.get('TFF_DPREC_KILL_SEED', '20261201'))
 _KILLS = 3
 _ARGS = ['--task=digits', '--aggregators=dp_fedavg', '--epsilons=8',

@@ -202,7 +202,7 @@ class CommittedReportTest(tf.test.TestCase):
   """docs' attribution table (REPRODUCTION.md, figures/attribution.csv) is
   the committed records' (results/attribution): copied by hand, so checked."""
 
-  _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  _REPO = support.REPO
 
   def _tracked_finals(self):
     """{row key: [final accuracy]} of the records git tracks."""

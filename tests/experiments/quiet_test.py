@@ -8,8 +8,9 @@ from unittest import mock
 import tensorflow as tf
 
 from experiments.infra import quiet
+from tests import support
 
-_REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_REPO = support.REPO
 
 
 def _main_job_one_round(root, *extra):

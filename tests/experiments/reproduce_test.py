@@ -402,8 +402,8 @@ class CommittedOutputTest(tf.test.TestCase):
   """docs/ holds a full run's output: it must agree with the paper and itself.
   """
 
-  _DOCS = os.path.join(os.path.dirname(os.path.dirname(
-      os.path.abspath(__file__))), 'docs')
+  _DOCS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+      os.path.abspath(__file__)))), 'docs')
 
   def setUp(self):
     super().setUp()

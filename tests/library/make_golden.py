@@ -1,7 +1,7 @@
-"""Writes tests/golden/rec_v1.json. Run only when the codec version changes.
+"""Writes tests/library/golden/rec_v1.json, only when the codec changes.
 
-`python -m tests.make_golden` regenerates the file; the suite then pins the
-random stream of codec version 1.
+`python -m tests.library.make_golden` regenerates the file; the suite then
+pins the random stream of codec version 1.
 """
 
 import json

@@ -1,6 +1,6 @@
 """The accounting golden table: every pinned value equal, or more private.
 
-`tests/golden/accounting_v1.json` holds about 30 values computed by the
+`tests/library/golden/accounting_v1.json` holds about 30 values computed by the
 accounting code before its speed-up (`accounting_golden_cases`). Each is
 recomputed here and must be equal within a relative 1e-9, or move only in
 the private direction: an epsilon may grow, a calibrated clip ratio may
@@ -14,7 +14,7 @@ import os
 from absl.testing import absltest
 from absl.testing import parameterized
 
-from tests import accounting_golden_cases as cases
+from tests.library import accounting_golden_cases as cases
 
 _GOLDEN = os.path.join(os.path.dirname(__file__), 'golden',
                        'accounting_v1.json')

@@ -23,7 +23,8 @@ from tff_dprec import accounting
 _TINY = support.TINY_STACKOVERFLOW
 
 # Every aggregator runs on one of the two tasks, and one of the no-noise
-# controls (they share one builder; tests/controls_test.py covers each).
+# controls (they share one builder; tests/experiments/controls_test.py covers
+# each).
 # StackOverflow takes those its checks compare; digits (a model of several
 # tensors, so several DP-REC groups) takes DP-REC and the rest.
 # MainJobPipelineTest trains these on SO-LR; SmokeTest the others on digits.

@@ -13,8 +13,9 @@ from absl.testing import absltest
 from absl.testing import parameterized
 
 from experiments.studies import accounting_bench
+from tests import support
 
-_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_ROOT = support.REPO
 
 
 class PhaseTimerTest(absltest.TestCase):

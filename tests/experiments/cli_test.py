@@ -148,7 +148,7 @@ class CliTest(tf.test.TestCase):
 class EntryPointTest(parameterized.TestCase):
 
   def test_no_argparse_in_the_experiments(self):
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = support.REPO
     for path in glob.glob(os.path.join(root, 'experiments', '**', '*.py'),
                           recursive=True):
       with open(path) as f:
@@ -222,7 +222,7 @@ class EntryPointTest(parameterized.TestCase):
 
 
 def _fake_task():
-  """A task for the studies' fakes (as tests/frontier_test.py's)."""
+  """A task for the studies' fakes (as tests/experiments/frontier_test.py's)."""
   defaults = types.SimpleNamespace(
       rounds=5, clients_per_round=2, bits=None, grouping='network',
       noise_stddev=0.006, l2_clip=0.2, eval_every=10, client_lr=0.1)

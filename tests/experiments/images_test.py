@@ -15,8 +15,9 @@ from experiments.data import images
 from experiments.data import tasks
 from experiments.data import task_types
 from experiments.data import task_registry
+from tests import support
 
-_REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_REPO = support.REPO
 
 
 def write_image_set(folder, *, train=600, test=120, gz=True, seed=0):

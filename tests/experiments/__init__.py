@@ -1,0 +1,1 @@
+"""Tests of the experiments: data, runner, infra and studies."""

@@ -1,0 +1,1 @@
+"""Tests of the library, tff_dprec: one module per library module."""
