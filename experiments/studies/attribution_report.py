@@ -52,10 +52,9 @@ def summarize(rows, records_by_row) -> list[dict]:
 
 
 def _paper_metric(row):
-  if row.kind not in ('paper', 'proven') or row.aggregator == 'ddgauss16':
+  if row.kind not in ('paper', 'proven'):
     return None
-  method = paper.DP_FEDAVG if row.aggregator == 'dp_fedavg' else paper.DP_REC
-  return rows_lib.paper_value('metric', method, row.epsilon)
+  return paper.metric_of('mnist', row.aggregator, row.epsilon)
 
 
 def difference(a: dict, b: dict) -> dict:

@@ -23,6 +23,10 @@ PAPER_TEX = os.path.normpath(os.path.join(
 
 DP_REC, DP_FEDAVG, DDG16, DDG12 = 'DP-REC', 'DP-FedAvg', 'DDG16', 'DDG12'
 FEDAVG, REC, REC64 = 'FedAvg', 'REC', 'REC-64'
+# The experiments' private aggregators -> the paper's method of the same
+# mechanism (the in-law simulation and the controls have none).
+METHODS = {'dp_rec': DP_REC, 'dp_fedavg': DP_FEDAVG, 'ddgauss16': DDG16,
+           'ddgauss12': DDG12}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -221,6 +225,15 @@ def paper_value(task, quantity, method=None, epsilon=None) -> float:
     raise KeyError(f'The paper gives no {quantity} for {task} {method} '
                    f'{epsilon}.')
   return entry.value
+
+
+def metric_of(task, aggregator, epsilon) -> Optional[float]:
+  """The paper's metric for the experiments' `aggregator` on `task` at
+  `epsilon`, or None where the paper prints none (or has no such method)."""
+  method = METHODS.get(aggregator)
+  entry = None if method is None else paper_number(task, method, epsilon,
+                                                    'metric')
+  return None if entry is None else entry.value
 
 
 def paper_int(task, quantity, method=None, epsilon=None) -> int:

@@ -323,11 +323,10 @@ def _mean(runs, key):
 
 def _paper_metric(row, control):
   """The paper's MNIST accuracy for the row (its DP-REC ran at its c)."""
-  if control or row.name not in ('dp_fedavg', 'dp_rec', 'dp_rec_paper_c'):
+  if control:
     return None
-  method = paper.DP_FEDAVG if row.name == 'dp_fedavg' else paper.DP_REC
-  return paper.paper_value('mnist', 'metric', method,
-                           row.paper_epsilon or row.epsilon)
+  return paper.metric_of('mnist', row.aggregator,
+                         row.paper_epsilon or row.epsilon)
 
 
 def gaps(table) -> list[dict]:
@@ -523,8 +522,7 @@ def cells(table) -> list[dict]:
     if l['paper'] is None:
       continue
     out.append(dict(
-        task='mnist', method=(paper.DP_FEDAVG if l['row'] == 'dp_fedavg'
-                              else paper.DP_REC),
+        task='mnist', method=paper.METHODS[l['aggregator']],
         epsilon=l['target_epsilon'], quantity='metric', unit='%',
         paper=l['paper'], ours=100 * l['mean'],
         basis=f"real Fashion-MNIST (not MNIST), {l['label']}, "
