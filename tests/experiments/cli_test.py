@@ -79,10 +79,13 @@ def _run(module, args):
 
 
 def _set_verbose(test, value):
-  """Sets the parsed --verbose flag (defined if need be) for one test."""
+  """Sets the parsed --verbose flag for one test (defined for it alone if
+  no command has defined it: the commands define it themselves)."""
   if 'verbose' not in flags.FLAGS:
     cli.define_verbose_flag()
-  test.addCleanup(setattr, flags.FLAGS, 'verbose', flags.FLAGS.verbose)
+    test.addCleanup(flags.FLAGS.__delattr__, 'verbose')
+  else:
+    test.addCleanup(setattr, flags.FLAGS, 'verbose', flags.FLAGS.verbose)
   flags.FLAGS.verbose = value
 
 
