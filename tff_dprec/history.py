@@ -60,6 +60,19 @@ INITIAL_SEED_BITS = sizes.INITIAL_SEED_BITS
 HISTORY = 'history'
 FULL = 'full'
 
+__all__ = [
+    'ClientReplay',
+    'Downlink',
+    'FULL',
+    'HISTORY',
+    'HistoryServer',
+    'INITIAL_SEED_BITS',
+    'ReplayState',
+    'ROUND_HEADER_BITS',
+    'seeded_model_weights',
+    'structure_bits',
+]
+
 
 def structure_bits(structure) -> int:
   """Returns the size in bits of a structure of arrays or tensors."""

@@ -76,6 +76,21 @@ from tff_dprec.plan import search as plan_search
 # Index bits per group where the caller gives none (the paper's setting).
 _DEFAULT_BITS = 7
 
+__all__ = [
+    'build_dp_rec_fed_avg',
+    'check_process',
+    'ClientDataOutsideDpRecError',
+    'ClientUpload',
+    'dp_rec_aggregator',
+    'dp_rec_aggregator_for_epsilon',
+    'message_layout',
+    'no_client_metrics',
+    'rec_compression_aggregator',
+    'round_messages',
+    'start_history',
+    'UploadReport',
+]
+
 ClientUpload = process_check.ClientUpload
 UploadReport = process_check.UploadReport
 ClientDataOutsideDpRecError = process_check.ClientDataOutsideDpRecError

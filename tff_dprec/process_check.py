@@ -48,6 +48,13 @@ _CLIENT_LOCAL_INTRINSICS = frozenset(
 # parameter carries client data where its type is placed at CLIENTS.
 _PARAMETER = object()
 
+__all__ = [
+    'check_process',
+    'ClientDataOutsideDpRecError',
+    'ClientUpload',
+    'UploadReport',
+]
+
 
 class ClientDataOutsideDpRecError(ValueError):
   """A process sends client data to the server outside DP-REC messages."""

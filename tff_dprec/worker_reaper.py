@@ -28,6 +28,8 @@ import signal
 import subprocess
 import types
 
+__all__ = ['install', 'reap', 'reap_context_workers', 'start_worker']
+
 # How often TFF checks whether a worker it started is ready, and the gRPC
 # reconnect backoff of the channel to it (both a second in TFF 0.87).
 _READY_POLL_SECONDS = 0.02

@@ -21,6 +21,16 @@ class PackageTest(unittest.TestCase):
       self.assertIs(getattr(tff_dprec, name),
                     importlib.import_module(f'tff_dprec.{name}'), name)
 
+  def test_every_advertised_module_lists_its_public_names(self):
+    # Each module says what users call (`__all__`); every name resolves,
+    # and no module re-exports the modules it imports.
+    for name in tff_dprec.__all__:
+      module = importlib.import_module(f'tff_dprec.{name}')
+      self.assertTrue(hasattr(module, '__all__'), name)
+      for public in module.__all__:
+        value = getattr(module, public)
+        self.assertNotIsInstance(value, type(unittest), f'{name}.{public}')
+
   def test_wire_internals_load_but_are_not_advertised(self):
     for name in ('message', 'rec', 'sizes'):
       self.assertNotIn(name, tff_dprec.__all__)
