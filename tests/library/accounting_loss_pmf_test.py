@@ -32,6 +32,19 @@ def _both(step, lo, hi, deltas):
               step, lo, hi, hull))
 
 
+def _assert_at_or_just_above(test, got, expected):
+  """dp_accounting's epsilon, or above it by at most 1e-5 (relative).
+
+  The same sums in the same order, but the FFT's round-off below 0 is
+  raised to 0 here and kept there: that adds mass, so epsilon can only
+  grow (seen: up to 2.2e-6 relative, after 2,000 draws); exp may also
+  differ in its last bit.
+  """
+  scale = max(1.0, expected)
+  test.assertGreaterEqual(got, expected - 1e-12 * scale)
+  test.assertLessEqual(got, expected + 1e-5 * scale)
+
+
 class LossPmfTest(parameterized.TestCase):
 
   @parameterized.parameters(
@@ -51,11 +64,10 @@ class LossPmfTest(parameterized.TestCase):
       for count in counts:
         for delta in (1e-7, 1e-5, 1e-2):
           expected = theirs.self_compose(count).get_epsilon_for_delta(delta)
-          got = ours.self_compose(count).epsilon_for_delta(delta)
-          # The same sums, in the same order; exp may differ in its last bit
-          # (numpy's against math's).
-          self.assertAlmostEqual(got, expected,
-                                 delta=1e-12 * max(1.0, expected))
+          composed = ours.self_compose(count)
+          self.assertGreaterEqual(np.min(composed.probs), 0.0)
+          _assert_at_or_just_above(self, composed.epsilon_for_delta(delta),
+                                   expected)
 
   def test_connect_dots_matches_dp_accounting(self):
     lo, hi, remove, _ = _profile(1.5, 0.01, 1e-3)
@@ -79,9 +91,10 @@ class LossPmfTest(parameterized.TestCase):
     ours = a_ours.self_compose(7).compose(b_ours.self_compose(3))
     theirs = a_theirs.self_compose(7).compose(b_theirs.self_compose(3),
                                               tail_mass_truncation=1e-15)
+    self.assertGreaterEqual(np.min(ours.probs), 0.0)
     for delta in (1e-6, 1e-3):
-      self.assertAlmostEqual(ours.epsilon_for_delta(delta),
-                             theirs.get_epsilon_for_delta(delta), places=12)
+      _assert_at_or_just_above(self, ours.epsilon_for_delta(delta),
+                               theirs.get_epsilon_for_delta(delta))
 
   def test_windows_are_dp_accountings(self):
     # From close moment generating functions where they decide, from

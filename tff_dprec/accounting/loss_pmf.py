@@ -91,7 +91,9 @@ class LossPmf:
       raise ValueError(
           f'PMFs compose on one loss grid, found discretizations '
           f'{self.discretization!r} and {other.discretization!r}.')
-    probs = signal.fftconvolve(self.probs, other.probs)
+    # FFT round-off leaves entries of about -1e-16 where the mass is 0:
+    # raised to 0, which only adds mass (never lowers a delta(eps)).
+    probs = np.maximum(signal.fftconvolve(self.probs, other.probs), 0.0)
     infinity = (self.infinity_mass + other.infinity_mass -
                 self.infinity_mass * other.infinity_mass)
     threshold = TAIL_MASS_TRUNCATION / 2
@@ -262,6 +264,7 @@ class SelfComposer:
     offset = first % size
     probs = np.concatenate([probs[offset:offset + length],
                             probs[:max(0, offset + length - size)]])
+    np.maximum(probs, 0.0, out=probs)  # FFT round-off below 0, as `compose`.
     infinity = (TAIL_MASS_TRUNCATION -
                 math.expm1(count * math.log1p(-pmf.infinity_mass)))
     return LossPmf(pmf.discretization, pmf.lower * count + first, probs,
