@@ -113,7 +113,8 @@ WORST_PAIR_SUFFIX = '+worst_pair'
 # A record's accounting label names the accountant that produced it:
 # `DpRecPldAccountant` ('dp_rec_pld', under accounting='min_pld_rdp', which
 # has returned the smaller of its PLD and RDP epsilons from the start),
-# `DpRecRdpAccountant` ('dp_rec_rdp') or the paper's ('dp_rec_paper').
+# `DpRecRdpAccountant` ('dp_rec_rdp') or the paper's ('dp_rec_paper');
+# DP-FedAvg's is 'subsampled_gaussian_pld' or '_rdp' in the same way.
 _ACCOUNTANT_LABELS = {accountings.MIN_PLD_RDP: 'dp_rec_pld',
                       accountings.RDP: 'dp_rec_rdp',
                       accountings.PAPER: 'dp_rec_paper'}
@@ -261,7 +262,9 @@ def build_dp_fedavg(spec, s):
       params=dict(noise_multiplier=z, l2_clip=s.l2_clip),
       upload_bits_per_client=full, download_bits_per_client=full,
       epsilon_after=epsilon_after,
-      accounting=f'subsampled_gaussian_{kind}')
+      accounting=('subsampled_gaussian_pld'
+                  if kind == accountings.MIN_PLD_RDP
+                  else f'subsampled_gaussian_{kind}'))
 
 
 def build_ddgauss(spec, s):

@@ -67,9 +67,13 @@ _CHECKED = set()
 
 
 def same_calibration(a, b) -> bool:
-  """Equal, or floats within `CALIBRATION_RTOL` of each other."""
+  """Equal, or floats within `CALIBRATION_RTOL` of each other (an
+  accounting and its earlier name, such as 'pld', are equal)."""
   if isinstance(a, float) and isinstance(b, float):
     return math.isclose(a, b, rel_tol=CALIBRATION_RTOL, abs_tol=0.0)
+  if isinstance(a, str) and isinstance(b, str):
+    from tff_dprec.accounting import accountings  # pylint: disable=g-import-not-at-top
+    return accountings.renamed(a) == accountings.renamed(b)
   return type(a) is type(b) and a == b
 
 

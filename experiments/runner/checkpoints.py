@@ -153,6 +153,18 @@ def _fingerprint(config: dict) -> str:
 
 
 _close = calibration_cache.same_calibration
+# A run's params name its accounting as the records were written: the
+# default's earlier name ('pld', now 'min_pld_rdp') is kept in fingerprints,
+# so that runs recorded before the rename resume and are reused.
+_FINGERPRINT_NAMES = {'min_pld_rdp': 'pld'}
+
+
+def fingerprint_params(params: dict) -> dict:
+  """`params` with the accounting under the name fingerprints use."""
+  if params.get('accounting') in _FINGERPRINT_NAMES:
+    params = dict(params,
+                  accounting=_FINGERPRINT_NAMES[params['accounting']])
+  return params
 
 
 class RunCheckpointer:
@@ -300,7 +312,7 @@ class RunCheckpointer:
         _close(stored[key], mine[key]) for key in mine):
       return None
     if saved.get('fingerprint') != _fingerprint(
-        dict(self._config, params=stored)):
+        dict(self._config, params=fingerprint_params(stored))):
       return None
     return stored
 

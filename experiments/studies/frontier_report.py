@@ -428,7 +428,7 @@ def plot(path, rows, context, label) -> None:
     ax.set_xlabel(xlabel)
     ax.grid(alpha=0.3)
   axes[0].set_ylabel(f'final {label} (%), test split')
-  axes[0].legend(fontsize=8, loc='upper left')
+  axes[0].legend(fontsize=8, loc='lower right')
   epsilon = max(r['epsilon'] for r in rows)
   fig.suptitle(f'{label} at epsilon {epsilon:.2g}: mean ± SE over seeds',
                fontsize=11)

@@ -66,6 +66,29 @@ class RecordReuseTest(parameterized.TestCase):
     self.assertIsNone(record)
     self.assertEqual(stored, self._config()['params'])
 
+  def test_the_accountings_earlier_name_is_the_same_run(self):
+    # Records written when the default accounting was 'pld' hold it in
+    # their params; the runner fingerprints today's 'min_pld_rdp' under
+    # that name, so the record is read as it is.
+    earlier = self._config(accounting='pld')
+    today = self._config(accounting='min_pld_rdp')
+    self.assertEqual(checkpoints.fingerprint_params(today['params']),
+                     earlier['params'])
+    record, _ = self._read(
+        earlier, dict(today, params=checkpoints.fingerprint_params(
+            today['params'])))
+    self.assertEqual(record['record'], {'params': earlier['params']})
+    # Another accounting is another run.
+    record, stored = self._read(earlier, self._config(accounting='rdp'))
+    self.assertIsNone(record)
+    self.assertIsNone(stored)
+    # A recalibration of a record with the earlier name is found too.
+    record, stored = self._read(
+        earlier, self._config(accounting='pld',
+                              clip_ratio=self._C * (1 - 1.5e-6)))
+    self.assertIsNone(record)
+    self.assertEqual(stored, earlier['params'])
+
   @parameterized.named_parameters(
       ('param_off_by_2e-5', dict(params=dict(clip_ratio=_C * (1 + 2e-5),
                                              bits=4))),
