@@ -120,7 +120,8 @@ class MainJobPipelineTest(tf.test.TestCase):
       with open(path, 'w') as f:
         json.dump(dict(saved, record=dict(saved['record'], params=params),
                        fingerprint=checkpoints._fingerprint(  # pylint: disable=protected-access
-                           dict(stored, params=params))), f)
+                           dict(stored, params=checkpoints.fingerprint_params(
+                               params)))), f)
       if not reused:  # The test's premise: this c is over the target.
         self.assertGreater(accounting.dp_rec_epsilon(
             clip_ratio=c * factor, population=task.population,
