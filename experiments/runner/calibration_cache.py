@@ -31,6 +31,8 @@ import os
 import tempfile
 from typing import Callable, Iterable
 
+from tff_dprec.accounting import accountings
+
 ENV = 'TFF_DPREC_CALIBRATION_CACHE'
 _DEFAULT = os.path.join('~', '.cache', 'tff_dprec', 'calibrations')
 # How closely two certified calibrations of the same target agree: another
@@ -72,7 +74,6 @@ def same_calibration(a, b) -> bool:
   if isinstance(a, float) and isinstance(b, float):
     return math.isclose(a, b, rel_tol=CALIBRATION_RTOL, abs_tol=0.0)
   if isinstance(a, str) and isinstance(b, str):
-    from tff_dprec.accounting import accountings  # pylint: disable=g-import-not-at-top
     return accountings.renamed(a) == accountings.renamed(b)
   return type(a) is type(b) and a == b
 

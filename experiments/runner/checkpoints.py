@@ -35,6 +35,7 @@ import tensorflow_federated as tff
 
 from experiments.runner import calibration_cache
 from experiments.runner import ledger
+from tff_dprec.accounting import accountings
 
 _PREFIX = 'round_'
 
@@ -156,7 +157,7 @@ _close = calibration_cache.same_calibration
 # A run's params name its accounting as the records were written: the
 # default's earlier name ('pld', now 'min_pld_rdp') is kept in fingerprints,
 # so that runs recorded before the rename resume and are reused.
-_FINGERPRINT_NAMES = {'min_pld_rdp': 'pld'}
+_FINGERPRINT_NAMES = {new: old for old, new in accountings.RENAMED.items()}
 
 
 def fingerprint_params(params: dict) -> dict:
