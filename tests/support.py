@@ -16,6 +16,7 @@ import tensorflow_federated as tff
 
 from experiments.infra import test_hooks
 from tff_dprec.accounting import accountings
+from tff_dprec.accounting import calibration
 from tff_dprec.accounting import dp_rec_accountant
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -218,8 +219,34 @@ def dp_rec_rdp_for_pld():
       accounting = accountings.RDP
     return real(accounting=accounting, **kwargs)
 
-  return mock.patch.object(dp_rec_accountant, 'make_dp_rec_accountant',
-                           rdp_for_pld)
+  return _ForgettingCalibrations(mock.patch.object(
+      dp_rec_accountant, 'make_dp_rec_accountant', rdp_for_pld))
+
+
+class _ForgettingCalibrations:
+  """`patcher`, forgetting the process's calibrations
+  (`calibration.clear_memo`) when it starts and when it stops: those made
+  with the stand-in are not the default accountant's."""
+
+  def __init__(self, patcher):
+    self._patcher = patcher
+
+  def start(self):
+    calibration.clear_memo()
+    return self._patcher.start()
+
+  def stop(self):
+    try:
+      return self._patcher.stop()
+    finally:
+      calibration.clear_memo()
+
+  def __enter__(self):
+    return self.start()
+
+  def __exit__(self, *exc_info):
+    self.stop()
+    return False
 
 
 def install_package(folder, timeout=240) -> str:

@@ -35,6 +35,7 @@ import numpy as np
 from scipy import special
 
 from tff_dprec import accounting
+from tff_dprec.accounting import calibration
 from tff_dprec.accounting import message_profile
 from tff_dprec.accounting import pld_accountant
 from tff_dprec.accounting import profile
@@ -201,7 +202,8 @@ def _without_worst_pair(clip_ratio, bits, num_groups, max_epsilon):
 
 def _clear_caches():
   message_profile._draw_pld.cache_clear()  # pylint: disable=protected-access
-  pld_accountant._EPSILONS = pld_accountant._Memo(1024)  # pylint: disable=protected-access
+  pld_accountant._EPSILONS.clear()  # pylint: disable=protected-access
+  calibration.clear_memo()
 
 
 def bits_of(setting: Setting) -> int:

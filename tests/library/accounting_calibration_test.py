@@ -1,12 +1,15 @@
 """Tests for tff_dprec.accounting.calibration: the parameter searches."""
 
 import math
+from unittest import mock
 
 from absl.testing import parameterized
 from scipy import optimize
 
 from tff_dprec import accounting
+from tff_dprec.accounting import baselines
 from tff_dprec.accounting import calibration
+from tff_dprec.accounting import dp_rec_accountant
 
 
 def _paper_delta(population):
@@ -24,6 +27,34 @@ class CalibrationTest(parameterized.TestCase):
                          target)
     self.assertGreater(
         accounting.dp_rec_epsilon(clip_ratio=c * 1.001, **kwargs), target)
+
+  @parameterized.named_parameters(
+      ('dp_rec', accounting.calibrate_clip_ratio, dp_rec_accountant,
+       'dp_rec_epsilon', dict(bits=5, num_groups=1)),
+      ('dp_fedavg', accounting.calibrate_dp_fedavg_noise, baselines,
+       'dp_fedavg_epsilon', {}))
+  def test_a_calibration_made_again_is_kept_until_forgotten(
+      self, calibrate, module, evaluated, settings):
+    kwargs = dict(target_epsilon=2.0, population=500, clients_per_round=20,
+                  rounds=7, delta=1e-5, **settings)
+    calibration.clear_memo()
+    self.addCleanup(calibration.clear_memo)
+    with mock.patch.object(module, evaluated,
+                           wraps=getattr(module, evaluated)) as counted:
+      first = calibrate(**kwargs)
+      searched = counted.call_count
+      again = calibrate(**kwargs)
+      kept = counted.call_count - searched
+      other = calibrate(**dict(kwargs, rounds=8))  # Another federation.
+      calibration.clear_memo()
+      before = counted.call_count
+      forgotten = calibrate(**kwargs)
+      recalibrated = counted.call_count - before
+    self.assertGreater(searched, 0)
+    self.assertEqual((again, kept), (first, 0))
+    self.assertNotEqual(other, first)
+    self.assertEqual(forgotten, first)
+    self.assertGreater(recalibrated, 0)
 
   def test_paper_calibration_matches_paper_mnist(self):
     c = accounting.calibrate_clip_ratio(

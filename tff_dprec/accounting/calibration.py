@@ -30,6 +30,7 @@ from tff_dprec.accounting import events
 from tff_dprec.accounting import lattice_search
 from tff_dprec.accounting import message_profile
 from tff_dprec.accounting import paper_accountant
+from tff_dprec.accounting import pld_accountant
 
 # Bounds of the calibration searches.
 MAX_CLIP_RATIO = 25.0
@@ -47,6 +48,11 @@ _FIRST_NOISE_STEP = 1.5
 # guesses only (the answers do not depend on them: `lattice_search`).
 _CLIP_RATIO_GUESSES = lattice_search.Guesses()
 _NOISE_GUESSES = lattice_search.Guesses()
+# The PLD calibrations (DP-REC's c, DP-FedAvg's z) made in this process, by
+# their arguments: a run and the planner's lines calibrate the same
+# federation. Code that replaces an accounting function calls `clear_memo`
+# before and after.
+_CALIBRATIONS = pld_accountant.Memo(256)
 
 
 class TargetUnreachableError(ValueError):
@@ -99,11 +105,31 @@ def calibrate_clip_ratio(*, target_epsilon: float, population: int,
     # Raises OverheadExceedsDeltaError when even c -> 0 cannot meet delta.
     epsilon(MIN_CLIP_RATIO)
   if accounting == accountings.MIN_PLD_RDP:
-    return _pld_clip_ratio(epsilon, target_epsilon, tol, events.draw_rate(
-        population, clients_per_round), delta, bits, num_groups,
-                           clients_per_round * rounds)
+    return _memoised(
+        ('dp_rec', float(target_epsilon), population, clients_per_round,
+         rounds, float(delta), bits, num_groups, reverse_divergence,
+         float(tol)),
+        lambda: _pld_clip_ratio(epsilon, target_epsilon, tol,
+                                events.draw_rate(population,
+                                                 clients_per_round),
+                                delta, bits, num_groups,
+                                clients_per_round * rounds))
   return search(epsilon_or_inf, target_epsilon, MIN_CLIP_RATIO,
                 MAX_CLIP_RATIO, tol, 'clip_ratio', largest=True)
+
+
+def clear_memo() -> None:
+  """Forgets the calibrations kept in this process (`_CALIBRATIONS`)."""
+  _CALIBRATIONS.clear()
+
+
+def _memoised(key, calibrate: Callable[[], float]) -> float:
+  """`calibrate()`, kept in `_CALIBRATIONS` under `key`."""
+  value = _CALIBRATIONS.get(key)
+  if value is None:
+    value = calibrate()
+    _CALIBRATIONS.put(key, value)
+  return value
 
 
 def _pld_clip_ratio(epsilon, target, tol, q, delta, bits, num_groups, draws):
@@ -189,8 +215,11 @@ def calibrate_dp_fedavg_noise(*, target_epsilon: float, population: int,
         conversion=conversion, accounting=kind)
 
   if accounting == accountings.MIN_PLD_RDP:
-    return _pld_noise(epsilon, target_epsilon, tol, population,
-                      clients_per_round, rounds, delta)
+    return _memoised(
+        ('dp_fedavg', float(target_epsilon), population, clients_per_round,
+         rounds, float(delta), float(tol)),
+        lambda: _pld_noise(epsilon, target_epsilon, tol, population,
+                           clients_per_round, rounds, delta))
   return search(epsilon, target_epsilon, MIN_NOISE_MULTIPLIER,
                 MAX_NOISE_MULTIPLIER, tol, 'noise_multiplier', largest=False)
 

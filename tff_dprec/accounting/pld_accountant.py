@@ -196,7 +196,7 @@ def _on_one_grid(kinds, discretization):
     step = coarsest
 
 
-class _Memo:
+class Memo:
   """A thread-safe memo of at most `size` values, least recently used out."""
 
   def __init__(self, size: int):
@@ -218,6 +218,10 @@ class _Memo:
       while len(self._values) > self._size:
         self._values.popitem(last=False)
 
+  def clear(self):
+    with self._lock:
+      self._values.clear()
+
 
 # Epsilons by (draws, discretization, delta), across accountants.
-_EPSILONS = _Memo(1024)
+_EPSILONS = Memo(1024)
