@@ -4,7 +4,7 @@ imports these, and these import nothing of the project.
 """
 
 import dataclasses
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Mapping, Optional
 
 # RunConfig.population: the clients in the data files (embedded SO-LR).
 STORED = 'stored'
@@ -88,6 +88,12 @@ class TaskSpec:
   # but no data (a report from stored records needs no data files); None
   # where the task cannot say them without its data.
   model_only: Optional[Callable[[BuildSettings], Any]] = None
+  # RunConfig fields the reproduction's training parts
+  # (`experiments.studies.utility`) take over the defaults: the setting
+  # docs/REPRODUCTION.md ran, pinned so that the committed reproduction
+  # stays what it says.
+  reproduction: Mapping[str, Any] = dataclasses.field(default_factory=dict,
+                                                      hash=False)
 
 
 @dataclasses.dataclass(frozen=True)

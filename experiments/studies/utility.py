@@ -4,10 +4,10 @@
 `--part=ablations`. They train with `experiments.runner.training.run` on the
 data available here, NOT the paper's datasets, and with the experiments'
 task defaults as the budget of each run (`experiments.data.tasks`: digits 60
-rounds of 10 clients), except the embedded SO-LR, pinned to the setting the
-committed reproduction ran (`SOLR_SETTING`: the 4,000 stored clients, 10
-rounds of 40), not the paper's rounds (1000 to 4000), which take hours per
-run on this machine.
+rounds of 10 clients), except where a task pins the setting the committed
+reproduction ran (`TaskSpec.reproduction`; the embedded SO-LR's: the 4,000
+stored clients, 10 rounds of 40, not the paper's rounds, 1000 to 4000,
+which take hours per run on this machine).
 
 * Utility: DP-REC, DP-FedAvg, DDG16 and DDG12 at each epsilon of the paper's
   Table 1 for the task the data stands for, `training_seeds` seeds each,
@@ -70,14 +70,6 @@ QUICK_TRAINING = dict(rounds=2, clients_per_round=4, eval_every=10,
                           num_topics=6, mean_examples=12.0,
                           std_examples=30.0, max_examples=200))
 QUICK_BITS = (1, 2)
-# SO-LR as docs/REPRODUCTION.md ran it, before the main job moved to the
-# paper's population (experiments.run's defaults since): the 4,000 stored
-# clients, 10 rounds of 40, one group of 4 bits, clip and prior 0.5, server
-# SGD 1.0. Pinned so that the committed reproduction stays what it says.
-SOLR_SETTING = dict(population='stored', rounds=10, eval_every=2, bits=4,
-                    noise_stddev=0.5, l2_clip=0.5, server_lr=1.0)
-# Settings a task's training takes here over its defaults.
-_TASK_SETTINGS = {'stackoverflow_lr': SOLR_SETTING}
 
 
 @dataclasses.dataclass
@@ -123,7 +115,7 @@ def _train(config, task: str, name: str, aggregators: Sequence[str],
   seeds = min(2, config.training_seeds) if config.quick else (
       config.training_seeds)
   kwargs = dict(data_dir=config.data_dir)
-  kwargs.update(_TASK_SETTINGS.get(task, {}))
+  kwargs.update(task_registry.get(task).reproduction)
   if config.quick:
     # Its own data directory: the tiny data must not replace data_cache's.
     kwargs.update(QUICK_TRAINING,
