@@ -17,10 +17,12 @@ before the speed-up, and must not be rerun against later code (that would
 pin the later code's values instead).
 """
 
-import argparse
 import json
 import sys
 import warnings
+
+from absl import app
+from absl import flags
 
 from tff_dprec import accounting
 from tff_dprec import plan as plan_lib
@@ -134,11 +136,12 @@ def dp_rec_rounds(args):
           for r in range(1, PER_ROUND + 1)]
 
 
-def dp_fedavg_rounds(args):
+def dp_fedavg_rounds(args, rounds=None):
+  """DP-FedAvg's epsilon after each of `rounds` (default 1..PER_ROUND)."""
   z, n, b = args
   return [accounting.dp_fedavg_epsilon(
       noise_multiplier=z, population=n, clients_per_round=b, rounds=r,
-      delta=delta_of(n)) for r in range(1, PER_ROUND + 1)]
+      delta=delta_of(n)) for r in rounds or range(1, PER_ROUND + 1)]
 
 
 def ddgauss_rounds(args):
@@ -210,20 +213,22 @@ def compute(kind, args):
     return KINDS[kind][0](args)
 
 
-def main(argv=None):
-  parser = argparse.ArgumentParser()
-  parser.add_argument('--out', required=True)
-  args = parser.parse_args(argv)
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f'unexpected arguments: {argv[1:]}')
   table = []
   for kind, case_args in cases():
     value = compute(kind, case_args)
     table.append(dict(kind=kind, args=case_args, value=value))
     print(kind, case_args, value, file=sys.stderr, flush=True)
-  with open(args.out, 'w') as f:
+  with open(flags.FLAGS.out, 'w') as f:
     # json writes floats with repr: the full double, read back exactly.
     json.dump(table, f, indent=1)
     f.write('\n')
 
 
 if __name__ == '__main__':
-  main()
+  # Defined here only: the tests import this module.
+  flags.DEFINE_string('out', None, 'Where the table is written (JSON).',
+                      required=True)
+  app.run(main)
