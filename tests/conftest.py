@@ -21,24 +21,6 @@ flags.FLAGS.mark_as_parsed()
 worker_reaper.install()
 # Folders this process made for the session (removed at its end).
 _SESSION_FOLDERS = []
-# The modules whose tests take longest, longest first: they run at the start
-# of the session, so that it does not end with one pytest-xdist worker on a
-# long test while the other has nothing left (`make test` lists the 30
-# slowest tests at its end).
-SLOW_MODULES_FIRST = (
-    'tests/experiments/seed_run_test.py',
-    'tests/tutorial_test.py',
-    'tests/experiments/study_kill_test.py',
-    'tests/committed_records_test.py',
-    'tests/experiments/jobs_test.py',
-    'tests/experiments/training_test.py',
-    'tests/experiments/reproduce_test.py',
-    'tests/experiments/distributed_test.py',
-    'tests/experiments/run_params_test.py',
-    'tests/experiments/quiet_test.py',
-    'tests/experiments/full_disk_test.py',
-    'tests/experiments/controls_test.py',
-)
 
 
 def pytest_configure(config):
@@ -50,14 +32,6 @@ def pytest_configure(config):
                          ('TFF_DPREC_COMPILE_CACHE', 'compiled')):
       os.environ[name] = tempfile.mkdtemp(prefix=f'tff_dprec_{prefix}_')
       _SESSION_FOLDERS.append(os.environ[name])
-
-
-def pytest_collection_modifyitems(session, config, items):
-  """`SLOW_MODULES_FIRST`'s tests first, each module's in its order."""
-  del session, config
-  rank = {module: i for i, module in enumerate(SLOW_MODULES_FIRST)}
-  items.sort(key=lambda item: rank.get(item.nodeid.split('::')[0],
-                                       len(rank)))
 
 
 def pytest_sessionfinish(session, exitstatus):
