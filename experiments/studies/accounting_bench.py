@@ -162,17 +162,19 @@ def child_calibration(name: str) -> dict:
 
 
 def child_rounds(sample: int) -> dict:
-  """A run's epsilon after each round (or every `sample`-th round)."""
+  """A run's epsilon after each round: every round where the code keeps
+  its composition from round to round (`DpRecEpsilonCurve`), else every
+  `sample`-th round (each composed from scratch)."""
   from tff_dprec import accounting  # pylint: disable=g-import-not-at-top
   kwargs = dict(ROUNDS_RUN, delta=accounting.default_delta(
       ROUNDS_RUN['population']))
-  rounds = range(1, ROUNDS + 1, sample)
   start = time.perf_counter()
   if hasattr(accounting, 'DpRecEpsilonCurve'):
     curve = accounting.DpRecEpsilonCurve(**kwargs)
-    values = [curve.epsilon(r) for r in rounds]
+    values = [curve.epsilon(r) for r in range(1, ROUNDS + 1)]
   else:
-    values = [accounting.dp_rec_epsilon(rounds=r, **kwargs) for r in rounds]
+    values = [accounting.dp_rec_epsilon(rounds=r, **kwargs)
+              for r in range(1, ROUNDS + 1, sample)]
   total = time.perf_counter() - start
   return dict(rounds=len(values), per_round=total / len(values),
               last=values[-1])
@@ -276,7 +278,8 @@ def report(new, old=None):
 def main(baseline_root=None, rounds_sample: int = 50) -> None:
   """`experiments.bench accounting`: this checkout's figures, and those of
   the checkout at `baseline_root` beside them (its per-round cost from
-  every `rounds_sample`-th round)."""
+  every `rounds_sample`-th round where it composes each round from
+  scratch, `child_rounds`)."""
   root = os.path.dirname(os.path.dirname(os.path.dirname(
       os.path.abspath(__file__))))
   new = measure(root, 1)

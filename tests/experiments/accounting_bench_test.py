@@ -13,6 +13,7 @@ from absl.testing import absltest
 from absl.testing import parameterized
 
 from experiments.studies import accounting_bench
+from tff_dprec import accounting
 from tests import support
 
 _ROOT = support.REPO
@@ -84,6 +85,26 @@ class ChildTest(parameterized.TestCase):
                        {'rounds': 7})
       self.assertEqual(accounting_bench.run_child('planner_lines'),
                        {'planner_lines': True})
+
+  def test_rounds_are_all_measured_where_the_composition_is_kept(self):
+    # The sample applies to code that composes each round from scratch
+    # only: a kept composition's cost per round depends on its steps.
+    asked = []
+
+    class Curve:
+
+      def __init__(self, **kwargs):
+        del kwargs
+
+      def epsilon(self, r):
+        asked.append(r)
+        return r / 8
+
+    with mock.patch.object(accounting_bench, 'ROUNDS', 6), \
+        mock.patch.object(accounting, 'DpRecEpsilonCurve', Curve):
+      measured = accounting_bench.child_rounds(sample=5)
+    self.assertEqual(asked, [1, 2, 3, 4, 5, 6])
+    self.assertEqual((measured['rounds'], measured['last']), (6, 0.75))
 
   @parameterized.named_parameters(
       ('no_child', [], 'error: flag --child=None: Flag --child must have a '
